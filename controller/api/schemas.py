@@ -1,0 +1,139 @@
+"""HTTP request and response bodies of the controller's API (``/api/v1``).
+
+Kept apart from the routes so the operator CLI, the routes and the tests share one definition.
+Errors use FastAPI's shape: ``{"detail": "one line a person can act on"}``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.delegate import DelegateConfig
+from shared.messages import DeviceFacts, ModelStats, SlotStatus
+
+
+class ApiModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TensorSpec(ApiModel):
+    """One input or output of an ONNX model (dims: int, or a name for a dynamic dim)."""
+
+    name: str
+    datatype: str = Field(description="KServe v2 datatype, e.g. FP32.")
+    shape: list[int | str]
+
+
+class ModelVersionOut(ApiModel):
+    """A stored model version: GET/PUT /api/v1/models/{name}/versions/{version}."""
+
+    name: str
+    version: str
+    sha256: str
+    size: int
+    created_at: datetime
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    download_url: str = Field(description="Artifact URL (absolute, from the public base URL).")
+
+
+class ModelOut(ApiModel):
+    """A model and its versions, oldest first: GET /api/v1/models[/{name}]."""
+
+    name: str
+    versions: list[ModelVersionOut]
+
+
+class DesiredSlotOut(ApiModel):
+    """What the controller wants a device to serve in one slot."""
+
+    name: str
+    version: str
+    sha256: str
+    delegate: DelegateConfig
+
+
+class DeviceOut(ApiModel):
+    """A device as the fleet sees it: GET /api/v1/devices[/{id}]."""
+
+    id: str
+    labels: dict[str, str]
+    online: bool
+    last_seen: datetime | None
+    desired_generation: int
+    observed_generation: int | None
+    desired: list[DesiredSlotOut]
+    reported: list[SlotStatus]
+    facts: DeviceFacts | None
+    serve_url: str | None
+
+
+class DeployRequest(ApiModel):
+    """POST /api/v1/deployments: a model version to one device or to a label selector."""
+
+    model: str
+    version: str
+    device: str | None = None
+    selector: str | None = Field(default=None, description="k=v[,k2=v2]; all must match.")
+    delegate: DelegateConfig | None = None
+
+
+class UndeployRequest(ApiModel):
+    """POST /api/v1/deployments/remove: drop the slot of ``model`` from the targets."""
+
+    model: str
+    device: str | None = None
+    selector: str | None = None
+
+
+class DeviceChange(ApiModel):
+    """One device touched by a deploy/undeploy and the generation it was given."""
+
+    device_id: str
+    generation: int
+    changed: bool = Field(description="False when the device already had this exact slot.")
+
+
+class DeploymentResult(ApiModel):
+    devices: list[DeviceChange]
+
+
+class TelemetrySampleOut(ApiModel):
+    """GET /api/v1/devices/{id}/telemetry?limit=N (newest first)."""
+
+    sample_id: str
+    ts: datetime
+    cpu_percent: float
+    memory_used_bytes: int
+    memory_total_bytes: int
+    models: list[ModelStats]
+
+
+class EventOut(ApiModel):
+    """GET /api/v1/devices/{id}/events?limit=N (newest first)."""
+
+    event_id: str
+    ts: datetime
+    kind: str
+    slot: str | None
+    message: str
+
+
+class IngestStats(ApiModel):
+    """GET /api/v1/ingest: counts of inbound MQTT messages since the controller started."""
+
+    accepted: int
+    rejected: int
+    rejected_by_channel: dict[str, int]
+    last_rejection: str | None = Field(description="The last rejection's log line.")
+
+
+class Health(ApiModel):
+    """GET /healthz."""
+
+    status: Literal["ok"]
+    database: str
+    broker: str

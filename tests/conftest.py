@@ -1,0 +1,66 @@
+"""Session-wide fixtures: the real services (Mosquitto, PostgreSQL) and free ports."""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.services import ServiceUnavailable, ensure_mosquitto, ensure_postgres
+
+
+def free_port() -> int:
+    """A TCP port the OS just handed out on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def mosquitto() -> str:
+    """``mqtt://host:port`` of the real Mosquitto (found, started or installed; never skipped)."""
+    try:
+        return "mqtt://" + ensure_mosquitto()
+    except ServiceUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> str:
+    try:
+        return ensure_postgres()
+    except ServiceUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture
+def postgres_url(postgres_server_url: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+    import psycopg
+
+    name = f"jetfleet_test_{uuid.uuid4().hex[:12]}"
+    base, _, _ = postgres_server_url.rpartition("/")
+    admin = postgres_server_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{base}/{name}"
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: object) -> str:
+    """A SQLite database file in the test's temporary directory."""
+    return f"sqlite:///{tmp_path}/jetfleet.db"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest) -> str:
+    """Each database-backed test runs on SQLite and on the real PostgreSQL."""
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("sqlite_url"))
+    return str(request.getfixturevalue("postgres_url"))

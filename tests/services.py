@@ -1,0 +1,124 @@
+"""Find, start or install the real services the tests talk to: Mosquitto and PostgreSQL.
+
+Order for each: already listening → start the installed server → install the Debian package
+(root only) and start it → stop the run with a message naming what to install. Never a skip.
+
+Run ``python -m tests.services`` to do this once by hand; the test session calls it too.
+Override the addresses with JETFLEET_TEST_MQTT (``host:port``) and JETFLEET_TEST_PG
+(a ``postgresql+psycopg://`` URL to a database the tests may create databases next to).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+MQTT_DEFAULT = "127.0.0.1:1883"
+PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+class ServiceUnavailable(RuntimeError):
+    """A service could not be found, started or installed; the message says what to do."""
+
+
+def _listening(host: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _wait_listening(host: str, port: int, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if _listening(host, port):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _apt_install(*packages: str) -> None:
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-q"], check=False, env=env, capture_output=True)
+    subprocess.run(
+        ["apt-get", "install", "-y", "-q", *packages], check=False, env=env, capture_output=True
+    )
+
+
+def _split(addr: str) -> tuple[str, int]:
+    host, _, port = addr.rpartition(":")
+    return host or "127.0.0.1", int(port)
+
+
+def ensure_mosquitto() -> str:
+    """Return ``host:port`` of a running Mosquitto, starting or installing it if needed."""
+    addr = os.environ.get("JETFLEET_TEST_MQTT", MQTT_DEFAULT)
+    host, port = _split(addr)
+    if _listening(host, port):
+        return addr
+    if shutil.which("mosquitto") is None:
+        _apt_install("mosquitto", "mosquitto-clients")
+    exe = shutil.which("mosquitto") or (
+        "/usr/sbin/mosquitto" if os.path.exists("/usr/sbin/mosquitto") else None
+    )
+    if exe is not None:
+        conf = "/etc/mosquitto/mosquitto.conf"
+        args = (
+            [exe, "-d", "-c", conf]
+            if os.path.exists(conf) and port == 1883
+            else [exe, "-d", "-p", str(port)]
+        )
+        subprocess.run(args, check=False, capture_output=True)
+        if _wait_listening(host, port):
+            return addr
+    raise ServiceUnavailable(
+        f"no MQTT broker on {addr} and none could be started: install Mosquitto "
+        "(apt-get install mosquitto) or set JETFLEET_TEST_MQTT=host:port"
+    )
+
+
+def ensure_postgres() -> str:
+    """Return a SQLAlchemy URL of a reachable PostgreSQL, starting or installing it if needed."""
+    url = os.environ.get("JETFLEET_TEST_PG", PG_DEFAULT)
+    hostport = url.split("@", 1)[1].split("/", 1)[0]
+    host, port = _split(hostport)
+    if _listening(host, port):
+        return url
+    if not glob.glob("/etc/postgresql/*/main"):
+        _apt_install("postgresql")
+    clusters = sorted(glob.glob("/etc/postgresql/*/main"))
+    if clusters and shutil.which("pg_ctlcluster"):
+        version = clusters[-1].split("/")[3]
+        subprocess.run(
+            ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "start"],
+            check=False,
+            capture_output=True,
+        )
+        if _wait_listening(host, port):
+            return url
+    raise ServiceUnavailable(
+        f"no PostgreSQL on {hostport} and none could be started: install PostgreSQL "
+        "(apt-get install postgresql) or set JETFLEET_TEST_PG to a postgresql+psycopg:// URL"
+    )
+
+
+def main() -> int:
+    try:
+        print("mosquitto:", ensure_mosquitto())
+        print("postgresql:", ensure_postgres())
+    except ServiceUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
