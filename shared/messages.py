@@ -8,19 +8,19 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shared.delegate import DelegateConfig
 from shared.topics import DEVICE_ID_PATTERN
 
-SCHEMA_DESIRED = "jetfleet/desired/1"
-SCHEMA_REPORTED = "jetfleet/reported/1"
-SCHEMA_TELEMETRY = "jetfleet/telemetry/1"
-SCHEMA_EVENT = "jetfleet/event/1"
-SCHEMA_FACTS = "jetfleet/facts/1"
-SCHEMA_STATUS = "jetfleet/status/1"
+SCHEMA_DESIRED: Final = "jetfleet/desired/1"
+SCHEMA_REPORTED: Final = "jetfleet/reported/1"
+SCHEMA_TELEMETRY: Final = "jetfleet/telemetry/1"
+SCHEMA_EVENT: Final = "jetfleet/event/1"
+SCHEMA_FACTS: Final = "jetfleet/facts/1"
+SCHEMA_STATUS: Final = "jetfleet/status/1"
 
 MODEL_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$"
