@@ -1,0 +1,25 @@
+"""``jetfleet``: the operator CLI and the controller server, one click group."""
+
+from __future__ import annotations
+
+import click
+
+from controller.cli.db import db
+from controller.cli.demo import demo
+from controller.cli.operator import deploy, devices, models, telemetry, undeploy
+from controller.cli.serve import serve
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="jetfleet")
+def cli() -> None:
+    """Jetfleet: fleet manager for NVIDIA edge gateways."""
+
+
+for command in (serve, db, models, devices, deploy, undeploy, telemetry, demo):
+    cli.add_command(command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()
