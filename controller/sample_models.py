@@ -8,6 +8,8 @@ Used by ``jetfleet demo``, the tests and the benchmarks.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -30,7 +32,8 @@ def _finish(graph: onnx.GraphProto, doc: str) -> bytes:
     )
     model.ir_version = IR_VERSION
     onnx.checker.check_model(model)
-    return model.SerializeToString()
+    data: bytes = model.SerializeToString()
+    return data
 
 
 def classifier(seed: int = 7, classes: int = 10) -> bytes:
@@ -90,5 +93,5 @@ def anomaly(seed: int = 11, features: int = 16, hidden: int = 32) -> bytes:
     return _finish(graph, "Jetfleet sample MLP anomaly scorer (deterministic weights).")
 
 
-SAMPLES = {"classifier": classifier, "anomaly": anomaly}
+SAMPLES: dict[str, Callable[[], bytes]] = {"classifier": classifier, "anomaly": anomaly}
 """Sample name → generator, as ``jetfleet demo`` pushes them."""

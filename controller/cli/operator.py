@@ -1,28 +1,265 @@
-"""Placeholder: being written."""
+"""Operator commands: models, devices, deploy, undeploy, telemetry (HTTP API clients)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
+
+from controller.cli.client import DEFAULT_URL, ApiError, ControllerClient
+from controller.cli.render import ago, emit_json, ms, table
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def api_options(func: F) -> F:
+    """``--url`` (or JETFLEET_URL) and ``--json`` on every command that talks to the API."""
+    func = click.option(
+        "--json", "as_json", is_flag=True, help="Print JSON for scripts instead of a table."
+    )(func)
+    return click.option(
+        "--url",
+        envvar="JETFLEET_URL",
+        default=DEFAULT_URL,
+        show_default=True,
+        help="Controller URL (env JETFLEET_URL).",
+    )(func)
+
+
+def _client(url: str) -> ControllerClient:
+    return ControllerClient(url)
+
+
+def _call(action: Callable[[ControllerClient], Any], url: str) -> Any:
+    try:
+        with _client(url) as client:
+            return action(client)
+    except ApiError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def split_ref(ref: str) -> tuple[str, str | None]:
+    """``name:version`` → (name, version); ``name`` → (name, None)."""
+    name, sep, version = ref.partition(":")
+    if not name or (sep and not version):
+        raise click.BadParameter(f"{ref!r}: expected NAME:VERSION")
+    return name, (version or None)
+
+
+def _target(device: str | None, selector: str | None) -> dict[str, str | None]:
+    if (device is None) == (selector is None):
+        raise click.UsageError("give exactly one of --device ID or --selector k=v")
+    return {"device": device, "selector": selector}
+
+
+# --- models ----------------------------------------------------------------------------------
 
 
 @click.group()
 def models() -> None:
-    """Not yet."""
+    """Model versions stored by the controller."""
+
+
+@models.command("push")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--name", required=True, help="Model name (lower-case, e.g. detector).")
+@click.option("--version", "version", required=True, help="Version label (e.g. 1.2.0).")
+@api_options
+def models_push(path: Path, name: str, version: str, url: str, as_json: bool) -> None:
+    """Upload an ONNX model file as NAME:VERSION."""
+    out = _call(lambda c: c.push_model(path, name, version), url)
+    if as_json:
+        emit_json(out)
+        return
+    click.echo(f"pushed {out['name']}:{out['version']} sha256={out['sha256']} size={out['size']}")
+
+
+@models.command("ls")
+@api_options
+def models_ls(url: str, as_json: bool) -> None:
+    """List models and their versions."""
+    out = _call(lambda c: c.models(), url)
+    if as_json:
+        emit_json(out)
+        return
+    rows = [
+        (v["name"], v["version"], v["sha256"][:12], v["size"], v["created_at"][:19])
+        for m in out
+        for v in m["versions"]
+    ]
+    click.echo(table(["model", "version", "sha256", "bytes", "created"], rows))
+
+
+@models.command("show")
+@click.argument("ref")
+@api_options
+def models_show(ref: str, url: str, as_json: bool) -> None:
+    """Show NAME:VERSION (or every version of NAME)."""
+    name, version = split_ref(ref)
+    if version is None:
+        versions = _call(lambda c: c.model(name), url)["versions"]
+    else:
+        versions = [_call(lambda c: c.model_version(name, version), url)]
+    if as_json:
+        emit_json(versions if version is None else versions[0])
+        return
+    for v in versions:
+        click.echo(f"{v['name']}:{v['version']}")
+        click.echo(f"  sha256   {v['sha256']}")
+        click.echo(f"  size     {v['size']} bytes")
+        click.echo(f"  created  {v['created_at']}")
+        click.echo(f"  download {v['download_url']}")
+        for kind in ("inputs", "outputs"):
+            for t in v[kind]:
+                click.echo(f"  {kind[:-1]:<8} {t['name']} {t['datatype']} {t['shape']}")
+
+
+# --- devices ---------------------------------------------------------------------------------
+
+
+def _slot_summary(device: dict[str, Any]) -> str:
+    parts = []
+    for s in device["reported"]:
+        version = s.get("active_version") or s.get("desired_version") or "?"
+        parts.append(f"{s['name']}:{version}({s['phase']})")
+    return " ".join(parts) or "-"
+
+
+def _profile(device: dict[str, Any]) -> str | None:
+    facts = device.get("facts") or {}
+    if facts.get("simulated"):
+        return f"{facts.get('profile')} (simulated)"
+    jetson = facts.get("jetson") or {}
+    gpu = facts.get("gpu") or {}
+    return jetson.get("module") or gpu.get("name") or facts.get("arch")
 
 
 @click.group()
 def devices() -> None:
-    """Not yet."""
+    """Gateways known to the controller."""
+
+
+@devices.command("ls")
+@api_options
+def devices_ls(url: str, as_json: bool) -> None:
+    """List devices with presence, generations and slots."""
+    out = _call(lambda c: c.devices(), url)
+    if as_json:
+        emit_json(out)
+        return
+    rows = [
+        (
+            d["id"],
+            "online" if d["online"] else "offline",
+            _profile(d),
+            ",".join(f"{k}={v}" for k, v in sorted(d["labels"].items())) or None,
+            f"{d['observed_generation']}/{d['desired_generation']}",
+            _slot_summary(d),
+            ago(d["last_seen"]),
+        )
+        for d in out
+    ]
+    headers = ["device", "status", "profile", "labels", "gen", "slots", "seen"]
+    click.echo(table(headers, rows))
+
+
+@devices.command("show")
+@click.argument("device_id")
+@api_options
+def devices_show(device_id: str, url: str, as_json: bool) -> None:
+    """Show one device: facts, desired and reported slots."""
+    d = _call(lambda c: c.device(device_id), url)
+    if as_json:
+        emit_json(d)
+        return
+    facts = d.get("facts") or {}
+    click.echo(f"{d['id']}  {'online' if d['online'] else 'offline'}  seen {ago(d['last_seen'])}")
+    click.echo(f"  profile   {_profile(d)}")
+    click.echo(f"  labels    {d['labels']}")
+    click.echo(f"  os/arch   {facts.get('os')} {facts.get('arch')}")
+    click.echo(f"  serve     {d.get('serve_url')}")
+    click.echo(f"  generation observed {d['observed_generation']} of {d['desired_generation']}")
+    rows: list[tuple[object, ...]] = []
+    reported = {s["name"]: s for s in d["reported"]}
+    for s in d["desired"]:
+        r = reported.get(s["name"], {})
+        rows.append(
+            (s["name"], s["version"], r.get("active_version"), r.get("phase"), r.get("last_error"))
+        )
+    for name, r in reported.items():
+        if name not in {s["name"] for s in d["desired"]}:
+            rows.append((name, None, r.get("active_version"), r.get("phase"), r.get("last_error")))
+    click.echo(table(["model", "desired", "active", "phase", "error"], rows))
+    absent = {k: v for k, v in (facts.get("sources") or {}).items() if not v.get("available")}
+    for source, v in sorted(absent.items()):
+        click.echo(f"  {source}: absent ({v.get('reason')})")
+
+
+# --- deploy / undeploy -----------------------------------------------------------------------
+
+
+def _print_changes(out: dict[str, Any], verb: str) -> None:
+    for change in out["devices"]:
+        state = verb if change["changed"] else "unchanged"
+        click.echo(f"{change['device_id']}: {state} (generation {change['generation']})")
 
 
 @click.command()
-def deploy() -> None:
-    """Not yet."""
+@click.argument("ref")
+@click.option("--device", help="Target one device by id.")
+@click.option("--selector", help="Target every device whose labels match k=v[,k2=v2].")
+@api_options
+def deploy(ref: str, device: str | None, selector: str | None, url: str, as_json: bool) -> None:
+    """Deploy model NAME:VERSION to a device or to every device matching a selector."""
+    name, version = split_ref(ref)
+    if version is None:
+        raise click.BadParameter(f"{ref!r}: expected NAME:VERSION", param_hint="REF")
+    body = {"model": name, "version": version, **_target(device, selector)}
+    out = _call(lambda c: c.deploy(body), url)
+    if as_json:
+        emit_json(out)
+        return
+    _print_changes(out, "deployed")
 
 
 @click.command()
-def undeploy() -> None:
-    """Not yet."""
+@click.argument("name")
+@click.option("--device", help="Target one device by id.")
+@click.option("--selector", help="Target every device whose labels match k=v[,k2=v2].")
+@api_options
+def undeploy(name: str, device: str | None, selector: str | None, url: str, as_json: bool) -> None:
+    """Remove model NAME's slot from a device or from every device matching a selector."""
+    body = {"model": name, **_target(device, selector)}
+    out = _call(lambda c: c.undeploy(body), url)
+    if as_json:
+        emit_json(out)
+        return
+    _print_changes(out, "removed")
+
+
+# --- telemetry -------------------------------------------------------------------------------
 
 
 @click.command()
-def telemetry() -> None:
-    """Not yet."""
+@click.argument("device_id")
+@click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 10_000))
+@api_options
+def telemetry(device_id: str, limit: int, url: str, as_json: bool) -> None:
+    """Show a device's latest telemetry samples (newest first)."""
+    out = _call(lambda c: c.telemetry(device_id, limit), url)
+    if as_json:
+        emit_json(out)
+        return
+    rows: list[tuple[object, ...]] = []
+    for sample in out:
+        mem = sample["memory_used_bytes"] / max(sample["memory_total_bytes"], 1) * 100
+        base = (sample["ts"][:19], f"{sample['cpu_percent']:.0f}%", f"{mem:.0f}%")
+        if not sample["models"]:
+            rows.append((*base, None, None, None, None, None))
+        for m in sample["models"]:
+            p50, p99 = ms(m["latency_p50_ms"]), ms(m["latency_p99_ms"])
+            rows.append((*base, m["name"], m["requests"], m["errors"], p50, p99))
+    headers = ["time", "cpu", "mem", "model", "requests", "errors", "p50 ms", "p99 ms"]
+    click.echo(table(headers, rows))

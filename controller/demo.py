@@ -1,0 +1,228 @@
+"""The demo fleet: one controller and N simulated gateways as real processes on this machine.
+
+Used by ``jetfleet demo`` and by the end-to-end test. Every process is real (controller with its
+database and broker, agents with ONNX Runtime and KServe v2); only the agents' hardware facts are
+simulated, and they say so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from controller.cli.client import ControllerClient
+
+DATATYPES = {"FP32": np.float32, "FP16": np.float16, "INT64": np.int64, "INT32": np.int32}
+
+
+class DemoError(RuntimeError):
+    """The demo could not reach a state in time; the message says which and where the logs are."""
+
+
+def free_port() -> int:
+    """A TCP port the OS just handed out on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class GatewaySpec:
+    """One simulated gateway: id, simulated profile name, labels."""
+
+    device_id: str
+    profile: str
+    labels: dict[str, str]
+
+
+DEMO_GATEWAYS = (
+    GatewaySpec("gw-orin-nano-01", "orin-nano-8gb", {"fleet": "demo", "site": "line-1"}),
+    GatewaySpec("gw-orin-nx-01", "orin-nx-16gb", {"fleet": "demo", "site": "line-2"}),
+    GatewaySpec("gw-x86-rtx-01", "x86-rtx", {"fleet": "demo", "site": "lab"}),
+)
+
+
+@dataclass
+class Process:
+    """A child process with its log file; stopped by SIGTERM, then SIGKILL."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout)
+
+    def tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+def _spawn(name: str, argv: list[str], log_dir: Path, env: dict[str, str]) -> Process:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"{name}.log"
+    with log.open("wb") as fh:
+        popen = subprocess.Popen(
+            argv, stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, **env}
+        )
+    return Process(name, popen, log)
+
+
+def wait_for(
+    what: str,
+    check: Callable[[], Any],
+    timeout: float,
+    procs: Iterable[Process] = (),
+    interval: float = 0.2,
+) -> Any:
+    """Poll ``check`` until it returns something truthy; fail naming ``what`` and dead processes."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        for proc in procs:
+            if proc.popen.poll() is not None:
+                raise DemoError(
+                    f"{proc.name} exited with code {proc.popen.returncode} while waiting for "
+                    f"{what}; last lines of {proc.log}:\n{proc.tail()}"
+                )
+        try:
+            result = check()
+        except (httpx.HTTPError, OSError, KeyError) as exc:
+            last_error, result = exc, None
+        if result:
+            return result
+        time.sleep(interval)
+    hint = f" (last error: {last_error})" if last_error else ""
+    raise DemoError(f"timed out after {timeout:.0f}s waiting for {what}{hint}")
+
+
+@dataclass
+class DemoFleet:
+    """Starts and stops the controller and the gateways; knows their addresses."""
+
+    workdir: Path
+    broker_url: str | None = None
+    db_url: str | None = None
+    telemetry_interval_s: float = 2.0
+    http_port: int = field(default_factory=free_port)
+    processes: list[Process] = field(default_factory=list)
+    controller: Process | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def start_controller(self, timeout: float = 60.0) -> None:
+        argv = [sys.executable, "-m", "controller", "serve", "--auto-migrate"]
+        argv += ["--http", f"127.0.0.1:{self.http_port}", "--data-dir", str(self.workdir / "ctl")]
+        if self.broker_url:
+            argv += ["--broker", self.broker_url]
+        else:
+            broker_port = free_port()
+            argv += ["--embedded-broker", f"127.0.0.1:{broker_port}"]
+            self.broker_url = f"mqtt://127.0.0.1:{broker_port}"
+        if self.db_url:
+            argv += ["--db", self.db_url]
+        self.controller = _spawn("controller", argv, self.workdir / "logs", {})
+        self.processes.append(self.controller)
+        wait_for(
+            "the controller's /healthz",
+            lambda: httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200,
+            timeout,
+            [self.controller],
+        )
+
+    def start_gateway(self, spec: GatewaySpec) -> Process:
+        assert self.broker_url is not None, "start the controller first"
+        env = {
+            "JETFLEET_DEVICE_ID": spec.device_id,
+            "JETFLEET_LABELS": json.dumps(spec.labels),
+            "JETFLEET_BROKER_URL": self.broker_url,
+            "JETFLEET_CONTROLLER_URL": self.url,
+            "JETFLEET_STATE_DIR": str(self.workdir / "agents" / spec.device_id),
+            "JETFLEET_SERVE_ADDRESS": f"127.0.0.1:{free_port()}",
+            "JETFLEET_SIMULATED_PROFILE": spec.profile,
+            "JETFLEET_TELEMETRY_INTERVAL_S": str(self.telemetry_interval_s),
+        }
+        argv = [sys.executable, "-c", "from agent.cli import main; main()", "run"]
+        proc = _spawn(spec.device_id, argv, self.workdir / "logs", env)
+        self.processes.append(proc)
+        return proc
+
+    def stop(self) -> None:
+        """Stop the gateways first (they publish offline), then the controller."""
+        for proc in reversed(self.processes):
+            proc.stop()
+
+    def client(self) -> ControllerClient:
+        return ControllerClient(self.url)
+
+
+def serving_rows(devices: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """(device, model, version) of every slot reported ``serving`` with the desired version."""
+    rows = []
+    for d in devices:
+        desired = {s["name"]: s["version"] for s in d["desired"]}
+        for s in d["reported"]:
+            if s["phase"] == "serving" and desired.get(s["name"]) == s.get("active_version"):
+                rows.append((d["id"], s["name"], s["active_version"]))
+    return rows
+
+
+def all_desired_serving(devices: list[dict[str, Any]]) -> bool:
+    """True when every desired slot of every device is serving its desired version."""
+    want = sum(len(d["desired"]) for d in devices)
+    return want > 0 and len(serving_rows(devices)) == want
+
+
+def random_inputs(spec: dict[str, Any], rng: np.random.Generator) -> dict[str, Any]:
+    """A KServe v2 JSON infer body with random data shaped like the model's inputs."""
+    inputs = []
+    for t in spec["inputs"]:
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in t["shape"]]
+        dtype = DATATYPES.get(t["datatype"], np.float32)
+        data = rng.standard_normal(int(np.prod(shape))).astype(dtype)
+        inputs.append(
+            {"name": t["name"], "shape": shape, "datatype": t["datatype"], "data": data.tolist()}
+        )
+    return {"inputs": inputs}
+
+
+def infer(serve_url: str, model: str, body: dict[str, Any], http: httpx.Client) -> dict[str, Any]:
+    """One KServe v2 inference; raises on any non-200."""
+    response = http.post(f"{serve_url}/v2/models/{model}/infer", json=body)
+    response.raise_for_status()
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def telemetry_totals(samples: list[dict[str, Any]]) -> dict[str, tuple[int, int, float | None]]:
+    """Per model over stored samples: (requests, errors, p50 of the newest sample with traffic)."""
+    totals: dict[str, tuple[int, int, float | None]] = {}
+    for sample in sorted(samples, key=lambda s: str(s["ts"])):
+        for m in sample["models"]:
+            requests, errors, p50 = totals.get(m["name"], (0, 0, None))
+            if m["requests"]:
+                p50 = m["latency_p50_ms"]
+            totals[m["name"]] = (requests + m["requests"], errors + m["errors"], p50)
+    return totals
