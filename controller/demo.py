@@ -123,6 +123,7 @@ class DemoFleet:
     workdir: Path
     broker_url: str | None = None
     db_url: str | None = None
+    topic_prefix: str | None = None
     telemetry_interval_s: float = 2.0
     http_port: int = field(default_factory=free_port)
     processes: list[Process] = field(default_factory=list)
@@ -143,6 +144,8 @@ class DemoFleet:
             self.broker_url = f"mqtt://127.0.0.1:{broker_port}"
         if self.db_url:
             argv += ["--db", self.db_url]
+        if self.topic_prefix:
+            argv += ["--topic-prefix", self.topic_prefix]
         self.controller = _spawn("controller", argv, self.workdir / "logs", {})
         self.processes.append(self.controller)
         wait_for(
@@ -164,6 +167,8 @@ class DemoFleet:
             "JETFLEET_SIMULATED_PROFILE": spec.profile,
             "JETFLEET_TELEMETRY_INTERVAL_S": str(self.telemetry_interval_s),
         }
+        if self.topic_prefix:
+            env["JETFLEET_TOPIC_PREFIX"] = self.topic_prefix
         argv = [sys.executable, "-c", "from agent.cli import main; main()", "run"]
         proc = _spawn(spec.device_id, argv, self.workdir / "logs", env)
         self.processes.append(proc)

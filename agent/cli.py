@@ -1,0 +1,84 @@
+"""``jetfleet-agent``: run the gateway agent, or print this device's facts."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from agent.daemon import run_agent
+from agent.errors import AgentError, SettingsError
+from agent.facts import probe_facts
+from agent.settings import AgentSettings, load_settings
+
+CONFIG_OPTION = click.option(
+    "--config",
+    "config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="TOML settings file; JETFLEET_* environment variables win over it.",
+)
+
+
+def _settings(config: Path | None) -> AgentSettings:
+    try:
+        return load_settings(config)
+    except SettingsError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
+def _fail(exc: AgentError) -> None:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(2 if isinstance(exc, SettingsError) else 1)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="jetfleet")
+def cli() -> None:
+    """Jetfleet gateway agent: serves the models its controller assigns, reports telemetry."""
+
+
+@cli.command()
+@CONFIG_OPTION
+def run(config: Path | None) -> None:
+    """Connect to the broker, serve the desired models, report until SIGINT/SIGTERM."""
+    settings = _settings(config)
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        settings.require_device_id()
+        run_agent(settings)
+    except AgentError as exc:
+        _fail(exc)
+
+
+@cli.command()
+@CONFIG_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print DeviceFacts as JSON.")
+def probe(config: Path | None, as_json: bool) -> None:
+    """Print this device's facts (absent sources say why)."""
+    settings = _settings(config)
+    facts = probe_facts(simulated_profile=settings.simulated_profile)
+    if as_json:
+        click.echo(json.dumps(facts.model_dump(mode="json", by_alias=True), indent=2))
+        return
+    for key, value in facts.model_dump(mode="json", exclude={"sources", "schema_"}).items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}={v}" for k, v in value.items() if v is not None) or None
+        click.echo(f"{key:20} {value if value is not None else '-'}")
+    click.echo("sources:")
+    for name, source in sorted(facts.sources.items()):
+        state = "ok" if source.available else f"absent: {source.reason}"
+        click.echo(f"  {name:18} {state}")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli()

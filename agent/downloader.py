@@ -1,0 +1,153 @@
+"""Fetch model artifacts over HTTP: streamed, resumable, verified, moved into place atomically.
+
+Layout under the state directory: ``downloads/<sha>.part`` while bytes arrive (kept across
+restarts so the next attempt resumes with ``Range: bytes=<n>-``), ``models/<sha>.onnx`` once the
+size and sha256 match. Bytes that do not match are deleted: nothing half-written stays behind.
+This is the only module that imports httpx.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from agent.errors import ArtifactUnavailable, DownloadError, IntegrityError
+from shared.messages import ArtifactRef
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1 << 16
+
+
+def model_path(state_dir: Path, sha256: str) -> Path:
+    """Where the verified model with ``sha256`` lives."""
+    return state_dir / "models" / f"{sha256}.onnx"
+
+
+def part_path(state_dir: Path, sha256: str) -> Path:
+    """Where the partial download of ``sha256`` lives."""
+    return state_dir / "downloads" / f"{sha256}.part"
+
+
+def _hash_file(path: Path) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    with path.open("rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def resolve_url(url: str, base_url: str | None) -> str:
+    """``url`` as is when absolute; joined to ``base_url`` (the controller) when relative."""
+    if urlsplit(url).scheme:
+        return url
+    if base_url is None:
+        raise ArtifactUnavailable(
+            f"artifact URL {url!r} is relative and no controller URL is set: "
+            "set JETFLEET_CONTROLLER_URL"
+        )
+    return urljoin(base_url.rstrip("/") + "/", url.lstrip("/"))
+
+
+def is_present(state_dir: Path, ref: ArtifactRef) -> bool:
+    """True when the verified model file exists (size checked; the hash was checked on arrival)."""
+    path = model_path(state_dir, ref.sha256)
+    return path.is_file() and path.stat().st_size == ref.size
+
+
+class Downloader:
+    """Downloads artifacts into one state directory; reuse one instance (it pools connections)."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        base_url: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self._state_dir = state_dir
+        self._base_url = base_url
+        self._client = httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=True)
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._client.close()
+
+    def fetch(self, ref: ArtifactRef) -> Path:
+        """The verified model file for ``ref``, downloading (or resuming) only what is missing."""
+        final = model_path(self._state_dir, ref.sha256)
+        if is_present(self._state_dir, ref):
+            if _hash_file(final) == (ref.size, ref.sha256):
+                return final
+            log.warning("model file %s is corrupt; downloading it again", final)
+            final.unlink()
+        part = part_path(self._state_dir, ref.sha256)
+        part.parent.mkdir(parents=True, exist_ok=True)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if part.exists() and part.stat().st_size > ref.size:
+            part.unlink()
+        if not part.exists() or part.stat().st_size < ref.size:
+            url = resolve_url(ref.url, self._base_url)
+            self._stream(url, part, ref.size)
+            got = part.stat().st_size
+            if got < ref.size:
+                raise DownloadError(f"{url} ended after {got} of {ref.size} bytes; will resume")
+        self._verify(part, ref)
+        os.replace(part, final)
+        _fsync_dir(final.parent)
+        return final
+
+    def _stream(self, url: str, part: Path, expected_size: int) -> None:
+        offset = part.stat().st_size if part.exists() else 0
+        headers = {"Range": f"bytes={offset}-"} if offset else {}
+        try:
+            with self._client.stream("GET", url, headers=headers) as response:
+                if response.status_code == 416 and offset:
+                    part.unlink()
+                    raise DownloadError(f"server refused to resume {url}; retrying from the start")
+                if response.status_code >= 400:
+                    error = ArtifactUnavailable if response.status_code < 500 else DownloadError
+                    if response.status_code in (408, 429):
+                        error = DownloadError
+                    raise error(f"GET {url} answered HTTP {response.status_code}")
+                mode = "ab" if offset and response.status_code == 206 else "wb"
+                written = offset if mode == "ab" else 0
+                with part.open(mode) as f:
+                    for chunk in response.iter_bytes(CHUNK):
+                        written += len(chunk)
+                        if written > expected_size:
+                            break
+                        f.write(chunk)
+                    f.flush()
+                    os.fsync(f.fileno())
+                if written > expected_size:
+                    part.unlink()
+                    raise IntegrityError(
+                        f"size mismatch: expected {expected_size} bytes, the server sent more"
+                    )
+        except httpx.HTTPError as exc:
+            raise DownloadError(f"download of {url} failed: {exc}; will resume") from exc
+
+    def _verify(self, part: Path, ref: ArtifactRef) -> None:
+        size, actual = _hash_file(part)
+        if size != ref.size:
+            part.unlink()
+            raise IntegrityError(f"size mismatch: expected {ref.size} bytes, got {size}")
+        if actual != ref.sha256:
+            part.unlink()
+            raise IntegrityError(f"sha256 mismatch: expected {ref.sha256}, got {actual}")

@@ -1,0 +1,200 @@
+"""The agent's settings: one validated tree from a TOML file and ``JETFLEET_*`` variables.
+
+Environment variables win over the file, so one file can serve several agents on a box (the demo
+starts three) while each gets its own ``JETFLEET_DEVICE_ID`` and ports.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+from pydantic_settings import SettingsError as PydanticSettingsError
+
+from agent.errors import SettingsError
+from agent.sim_profiles import PROFILES
+from shared.topics import DEFAULT_PREFIX, DEVICE_ID_PATTERN, TopicError, Topics
+
+ENV_PREFIX = "JETFLEET_"
+
+_HOST_PORT = re.compile(r"^(?P<host>[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]):(?P<port>\d{1,5})$")
+
+
+def split_host_port(text: str) -> tuple[str, int]:
+    """``host:port`` → (host, port); ValueError naming the expected form otherwise."""
+    match = _HOST_PORT.match(text)
+    if match is None or not 0 <= int(match["port"]) <= 65535:
+        raise ValueError(f"expected HOST:PORT (e.g. 127.0.0.1:8000), got {text!r}")
+    return match["host"].strip("[]"), int(match["port"])
+
+
+class AgentSettings(BaseSettings):
+    """Everything one agent needs to know before it starts."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", frozen=True, validate_default=True
+    )
+
+    device_id: str | None = Field(
+        default=None,
+        pattern=DEVICE_ID_PATTERN,
+        description="This gateway's id: one MQTT topic level. Required to run.",
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description='Labels the controller selects on; env: a JSON object {"site": "lab"}.',
+    )
+    broker_url: str = Field(
+        default="mqtt://127.0.0.1:1883", description="MQTT broker as mqtt://host:port."
+    )
+    controller_url: str | None = Field(
+        default=None,
+        description="Controller base URL (http://host:port); resolves relative artifact URLs.",
+    )
+    state_dir: Path = Field(
+        default=Path("/var/lib/jetfleet-agent"),
+        description="Where downloads, models and the last desired document are kept.",
+    )
+    serve_address: str = Field(
+        default="127.0.0.1:8000",
+        description="HOST:PORT the KServe v2 REST server binds (port 0 = any free port).",
+    )
+    runtime: Literal["onnxruntime"] = Field(
+        default="onnxruntime", description="Inference runtime (TensorRT arrives later)."
+    )
+    topic_prefix: str = Field(default=DEFAULT_PREFIX, description="MQTT topic prefix.")
+    telemetry_interval_s: float = Field(
+        default=10.0, gt=0, le=3600, description="Seconds between telemetry samples."
+    )
+    simulated_profile: str | None = Field(
+        default=None,
+        description="Name of a simulated device profile overlaying the probed facts (demo only).",
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Log verbosity on stderr."
+    )
+
+    @field_validator("broker_url")
+    @classmethod
+    def _check_broker_url(cls, value: str) -> str:
+        broker_address(value)
+        return value
+
+    @field_validator("controller_url")
+    @classmethod
+    def _check_controller_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"expected http://host:port, got {value!r}")
+        return value.rstrip("/")
+
+    @field_validator("serve_address")
+    @classmethod
+    def _check_serve_address(cls, value: str) -> str:
+        split_host_port(value)
+        return value
+
+    @field_validator("topic_prefix")
+    @classmethod
+    def _check_prefix(cls, value: str) -> str:
+        try:
+            Topics(value)
+        except TopicError as exc:
+            raise ValueError(str(exc)) from exc
+        return value
+
+    @field_validator("simulated_profile")
+    @classmethod
+    def _check_profile(cls, value: str | None) -> str | None:
+        if value is not None and value not in PROFILES:
+            raise ValueError(f"unknown profile {value!r}; known: {', '.join(sorted(PROFILES))}")
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Environment first, then keyword arguments (the config file's values)."""
+        return env_settings, init_settings
+
+    def require_device_id(self) -> str:
+        """The device id, or a SettingsError saying how to set it."""
+        if self.device_id is None:
+            raise SettingsError(
+                "device_id", "missing: set JETFLEET_DEVICE_ID or device_id in the config file"
+            )
+        return self.device_id
+
+    @property
+    def broker(self) -> tuple[str, int]:
+        """(host, port) of the broker."""
+        return broker_address(self.broker_url)
+
+    @property
+    def serve(self) -> tuple[str, int]:
+        """(host, port) the serving endpoint binds."""
+        return split_host_port(self.serve_address)
+
+
+def broker_address(url: str) -> tuple[str, int]:
+    """``mqtt://host:port`` → (host, port); the port defaults to 1883."""
+    parts = urlsplit(url)
+    if parts.scheme != "mqtt" or not parts.hostname:
+        raise ValueError(f"expected mqtt://host:port, got {url!r}")
+    try:
+        port = parts.port or 1883
+    except ValueError as exc:
+        raise ValueError(f"bad port in {url!r}") from exc
+    return parts.hostname, port
+
+
+def _key_name(loc: tuple[Any, ...], from_file: set[str]) -> str:
+    """The key as the operator wrote it: the env variable when set, else the file key."""
+    if not loc:
+        return "<settings>"
+    field = str(loc[0])
+    env_name = f"{ENV_PREFIX}{field.upper()}"
+    if env_name in {name.upper() for name in os.environ}:
+        return env_name
+    if field in from_file:
+        return f"{field} (config file)"
+    return f"{field} ({env_name})"
+
+
+def load_settings(config: Path | None = None) -> AgentSettings:
+    """Read ``config`` (TOML, optional) and the environment; SettingsError names a bad key."""
+    file_values: dict[str, Any] = {}
+    if config is not None:
+        if not config.is_file():
+            raise SettingsError("--config", f"file {config} not found")
+        try:
+            file_values = dict(TomlConfigSettingsSource(AgentSettings, toml_file=config)())
+        except (OSError, ValueError) as exc:
+            raise SettingsError("--config", f"cannot read {config}: {exc}") from exc
+    try:
+        return AgentSettings(**file_values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise SettingsError(_key_name(first["loc"], set(file_values)), first["msg"]) from exc
+    except PydanticSettingsError as exc:
+        match = re.search(r'field "([a-z_]+)"', str(exc))
+        key = f"{ENV_PREFIX}{match[1].upper()}" if match else "<environment>"
+        cause = exc.__cause__ or exc
+        raise SettingsError(key, f"not valid JSON ({cause})") from exc

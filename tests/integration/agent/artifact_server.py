@@ -1,0 +1,92 @@
+"""A real HTTP artifact server for agent tests: bytes by path, Range support, a request log."""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from shared.canonical import sha256_hex
+from shared.messages import ArtifactRef
+
+_RANGE = re.compile(r"^bytes=(\d+)-$")
+
+
+@dataclass
+class SeenRequest:
+    path: str
+    range: str | None
+    status: int
+
+
+@dataclass
+class ArtifactServer:
+    """Serves ``files`` on 127.0.0.1; ``requests`` records what clients asked for."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+    requests: list[SeenRequest] = field(default_factory=list)
+    _httpd: ThreadingHTTPServer | None = None
+    _thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                data = server.files.get(self.path)
+                header = self.headers.get("Range")
+                if data is None:
+                    self._answer(404, b"not found", header)
+                    return
+                match = _RANGE.match(header or "")
+                if header and match and int(match[1]) < len(data):
+                    start = int(match[1])
+                    self._answer(
+                        206,
+                        data[start:],
+                        header,
+                        {"Content-Range": f"bytes {start}-{len(data) - 1}/{len(data)}"},
+                    )
+                elif header:
+                    self._answer(416, b"", header, {"Content-Range": f"bytes */{len(data)}"})
+                else:
+                    self._answer(200, data, header)
+
+            def _answer(
+                self, status: int, body: bytes, rng: str | None, extra: dict[str, str] | None = None
+            ) -> None:
+                server.requests.append(SeenRequest(self.path, rng, status))
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.send_header("Accept-Ranges", "bytes")
+                for k, v in (extra or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    @property
+    def base_url(self) -> str:
+        assert self._httpd is not None
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def add(self, name: str, data: bytes) -> ArtifactRef:
+        """Serve ``data`` at ``/artifacts/<name>`` and return its reference."""
+        path = f"/artifacts/{name}"
+        self.files[path] = data
+        return ArtifactRef(url=self.base_url + path, sha256=sha256_hex(data), size=len(data))
