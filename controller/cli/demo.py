@@ -32,6 +32,10 @@ ANOMALY = ("anomaly", "1.0.0")
 SECOND_MODEL_ON = "gw-orin-nx-01"
 
 
+def _labels(device_id: str) -> dict[str, str] | None:
+    return next((g.labels for g in DEMO_GATEWAYS if g.device_id == device_id), None)
+
+
 def _step(message: str) -> None:
     click.echo(click.style("==> ", fg="cyan") + message)
 
@@ -127,7 +131,8 @@ def run_demo(workdir: Path, duration: float | None, as_json: bool) -> None:
 
         def enrolled() -> bool:
             with fleet.client() as c:
-                return {d["id"] for d in c.devices()} >= {g.device_id for g in DEMO_GATEWAYS}
+                reported = {d["id"] for d in c.devices() if d["labels"] == _labels(d["id"])}
+                return reported >= {g.device_id for g in DEMO_GATEWAYS}
 
         wait_for("all gateways to report", enrolled, 60, fleet.processes)
         with fleet.client() as client:

@@ -67,8 +67,8 @@ def test_push_deploy_infer_and_telemetry_reach_the_database(
         fleet.start_gateway(gw)
     ids = {gw.device_id for gw in gateways}
     wait_for(
-        "both gateways to report",
-        lambda: {d["id"] for d in client.devices()} >= ids,
+        "both gateways to report their labels",
+        lambda: {d["id"] for d in client.devices() if d["labels"].get("fleet") == "demo"} >= ids,
         60,
         fleet.processes,
     )

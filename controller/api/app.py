@@ -1,0 +1,187 @@
+"""The controller's HTTP API: ``create_app(services)`` builds the FastAPI application."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, FastAPI, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from controller.api.convert import device_out, event_out, telemetry_out
+from controller.api.schemas import (
+    DeploymentResult,
+    DeployRequest,
+    DeviceOut,
+    EventOut,
+    Health,
+    IngestStats,
+    ModelOut,
+    ModelVersionOut,
+    TelemetrySampleOut,
+    UndeployRequest,
+)
+from controller.artifacts import iter_range
+from controller.byte_range import plan_range
+from controller.errors import (
+    BusError,
+    Conflict,
+    ControllerError,
+    DatabaseError,
+    InvalidInput,
+    NotFound,
+    RangeNotSatisfiable,
+)
+from controller.services import Services
+
+_STATUS: list[tuple[type[ControllerError], int]] = [
+    (InvalidInput, 400),
+    (NotFound, 404),
+    (Conflict, 409),
+    (RangeNotSatisfiable, 416),
+    (DatabaseError, 503),
+    (BusError, 503),
+]
+
+
+def create_app(services: Services) -> FastAPI:
+    """The FastAPI app serving ``/healthz`` and ``/api/v1`` over ``services``."""
+    app = FastAPI(title="Jetfleet controller", version="1")
+
+    @app.exception_handler(ControllerError)
+    async def _controller_error(_request: Request, exc: Exception) -> Response:
+        status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
+        headers = {}
+        if isinstance(exc, RangeNotSatisfiable):
+            headers["Content-Range"] = f"bytes */{exc.size}"
+        return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
+
+    @app.get("/healthz")
+    def healthz() -> Health:
+        services.repo.ping()
+        return Health(status="ok", database=services.database_label, broker=services.broker_label)
+
+    app.include_router(_devices(services), prefix="/api/v1")
+    app.include_router(_models(services), prefix="/api/v1")
+    app.include_router(_deployments(services), prefix="/api/v1")
+    app.include_router(_artifacts(services), prefix="/api/v1")
+    return app
+
+
+def _devices(services: Services) -> APIRouter:
+    router = APIRouter(tags=["devices"])
+
+    @router.get("/devices")
+    def list_devices() -> list[DeviceOut]:
+        return [device_out(d) for d in services.repo.devices()]
+
+    @router.get("/devices/{device_id}")
+    def show_device(device_id: str) -> DeviceOut:
+        return device_out(services.repo.device(device_id))
+
+    @router.get("/devices/{device_id}/telemetry")
+    def device_telemetry(
+        device_id: str, limit: int = Query(default=50, ge=1, le=10_000)
+    ) -> list[TelemetrySampleOut]:
+        return [telemetry_out(t) for t in services.repo.telemetry(device_id, limit)]
+
+    @router.get("/devices/{device_id}/events")
+    def device_events(
+        device_id: str, limit: int = Query(default=50, ge=1, le=10_000)
+    ) -> list[EventOut]:
+        return [event_out(e) for e in services.repo.events(device_id, limit)]
+
+    @router.get("/ingest", tags=["ingest"])
+    def ingest_stats() -> IngestStats:
+        return services.ingest.stats()
+
+    return router
+
+
+def _models(services: Services) -> APIRouter:
+    router = APIRouter(tags=["models"])
+    catalog = services.catalog
+
+    @router.put(
+        "/models/{name}/versions/{version}",
+        status_code=201,
+        responses={200: {"description": "Same bytes already stored (idempotent)."}},
+    )
+    async def upload_version(
+        name: str, version: str, request: Request, response: Response
+    ) -> ModelVersionOut:
+        """Upload the raw ONNX bytes of ``name:version`` as the request body."""
+        catalog.check_names(name, version)
+        pending = await run_in_threadpool(catalog.begin_upload)
+        try:
+            async for chunk in request.stream():
+                if chunk:
+                    await run_in_threadpool(pending.write, chunk)
+        except BaseException:
+            pending.abort()
+            raise
+        out, created = await run_in_threadpool(catalog.finish_upload, name, version, pending)
+        if not created:
+            response.status_code = 200
+        return out
+
+    @router.get("/models")
+    def list_models() -> list[ModelOut]:
+        return catalog.models()
+
+    @router.get("/models/{name}")
+    def show_model(name: str) -> ModelOut:
+        return catalog.model(name)
+
+    @router.get("/models/{name}/versions/{version}")
+    def show_version(name: str, version: str) -> ModelVersionOut:
+        return catalog.version(name, version)
+
+    return router
+
+
+def _deployments(services: Services) -> APIRouter:
+    router = APIRouter(tags=["deployments"])
+
+    @router.post("/deployments")
+    def deploy(request: DeployRequest) -> DeploymentResult:
+        return services.fleet.deploy(request)
+
+    @router.post("/deployments/remove")
+    def undeploy(request: UndeployRequest) -> DeploymentResult:
+        return services.fleet.undeploy(request)
+
+    return router
+
+
+def _artifacts(services: Services) -> APIRouter:
+    router = APIRouter(tags=["artifacts"])
+
+    @router.get("/artifacts/{sha256}", response_model=None)
+    def download_artifact(sha256: str, request: Request) -> Response:
+        """The artifact's bytes; honours a single ``Range: bytes=...``."""
+        return _artifact_response(sha256, request)
+
+    @router.head("/artifacts/{sha256}", response_model=None)
+    def artifact_headers(sha256: str, request: Request) -> Response:
+        """Size and range support of an artifact, without its bytes."""
+        return _artifact_response(sha256, request)
+
+    def _artifact_response(sha256: str, request: Request) -> Response:
+        artifact = services.store.get(sha256)
+        byte_range = plan_range(request.headers.get("range"), artifact.size)
+        headers = {"Accept-Ranges": "bytes", "ETag": f'"{artifact.sha256}"'}
+        if byte_range is None:
+            start, end, status = 0, artifact.size - 1, 200
+        else:
+            start, end, status = byte_range.start, byte_range.end, 206
+            headers["Content-Range"] = byte_range.content_range()
+        headers["Content-Length"] = str(end - start + 1)
+        if request.method == "HEAD":
+            return Response(status_code=status, headers=headers)
+        return StreamingResponse(
+            iter_range(artifact.path, start, end),
+            status_code=status,
+            headers=headers,
+            media_type="application/octet-stream",
+        )
+
+    return router

@@ -1,0 +1,116 @@
+"""Model versions: upload (stream → hash → validate → store → record), list and show."""
+
+from __future__ import annotations
+
+import re
+
+from controller.api.schemas import ModelOut, ModelVersionOut, TensorSpec
+from controller.artifacts import ArtifactStore, PendingArtifact
+from controller.db.repository import Repository
+from controller.desired import artifact_url
+from controller.errors import Conflict, InvalidInput, NotFound
+from controller.onnx_inspect import inspect_model
+from controller.records import VersionRecord
+from shared.messages import MODEL_NAME_PATTERN, VERSION_PATTERN
+
+_NAME = re.compile(MODEL_NAME_PATTERN)
+_VERSION = re.compile(VERSION_PATTERN)
+
+
+class Catalog:
+    """The controller's model versions and their artifacts."""
+
+    def __init__(self, repo: Repository, store: ArtifactStore, public_url: str) -> None:
+        self._repo = repo
+        self._store = store
+        self._public_url = public_url
+
+    def check_names(self, name: str, version: str) -> None:
+        """Refuse a model name or version that does not fit the wire contract."""
+        if not _NAME.match(name):
+            raise InvalidInput(
+                f"invalid model name {name!r}: use 1-64 of a-z 0-9 . _ - starting with a-z or 0-9"
+            )
+        if not _VERSION.match(version):
+            raise InvalidInput(
+                f"invalid version {version!r}: use 1-64 of A-Z a-z 0-9 . + _ - "
+                "starting with a letter or digit"
+            )
+
+    def begin_upload(self) -> PendingArtifact:
+        """A temporary file in the store to stream the upload into."""
+        return self._store.begin()
+
+    def finish_upload(
+        self, name: str, version: str, pending: PendingArtifact
+    ) -> tuple[ModelVersionOut, bool]:
+        """Validate and store a streamed upload; (version, True when newly created).
+
+        Same name, version and bytes as stored → the stored version (idempotent). Different
+        bytes → :class:`Conflict`. Invalid ONNX → :class:`InvalidModel`. Only a valid, new
+        version leaves anything behind.
+        """
+        committed = False
+        try:
+            sha = pending.finish()
+            existing = self._repo.find_version(name, version)
+            if existing is not None and existing.sha256 == sha:
+                return self._out(existing), False
+            inputs, outputs = inspect_model(pending.path)
+            if existing is not None:
+                raise Conflict(
+                    f"model version {name}:{version} already exists with different bytes "
+                    f"(sha256 {existing.sha256[:12]}…, upload {sha[:12]}…): "
+                    "push it under a new version"
+                )
+            stored = pending.commit()
+            committed = True
+            record = self._repo.add_version(
+                name,
+                version,
+                stored.sha256,
+                stored.size,
+                [s.model_dump() for s in inputs],
+                [s.model_dump() for s in outputs],
+            )
+            return self._out(record), True
+        finally:
+            if not committed:
+                pending.abort()
+
+    def models(self) -> list[ModelOut]:
+        """Every model with its versions."""
+        return [
+            ModelOut(name=n, versions=[self._out(v) for v in vs])
+            for n, vs in self._repo.models().items()
+        ]
+
+    def model(self, name: str) -> ModelOut:
+        """One model with its versions, or :class:`NotFound`."""
+        found = self._repo.models(name)
+        if name not in found:
+            raise NotFound(f"unknown model '{name}'")
+        return ModelOut(name=name, versions=[self._out(v) for v in found[name]])
+
+    def version(self, name: str, version: str) -> ModelVersionOut:
+        """One model version, or :class:`NotFound`."""
+        return self._out(self.require_version(name, version))
+
+    def require_version(self, name: str, version: str) -> VersionRecord:
+        """The stored record of ``name:version``, or :class:`NotFound`."""
+        record = self._repo.find_version(name, version)
+        if record is None:
+            raise NotFound(f"unknown model version '{name}:{version}'")
+        return record
+
+    def _out(self, record: VersionRecord) -> ModelVersionOut:
+        return ModelVersionOut(
+            name=record.model,
+            version=record.version,
+            sha256=record.sha256,
+            size=record.size,
+            created_at=record.created_at,
+            inputs=[TensorSpec.model_validate(s) for s in record.inputs],
+            outputs=[TensorSpec.model_validate(s) for s in record.outputs],
+            download_url=artifact_url(self._public_url, record.sha256),
+        )

@@ -1,0 +1,388 @@
+"""Every read and write of the controller's database, as methods that speak in records.
+
+Each method is one transaction. SQLAlchemy errors are translated into :mod:`controller.errors`
+here; callers never see an ORM object or a SQLAlchemy exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Engine, select, text
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from controller.db.schema import (
+    Artifact,
+    Deployment,
+    Device,
+    EventRecord,
+    Model,
+    ModelVersion,
+    TelemetrySample,
+    utcnow,
+)
+from controller.db.session import describe, make_sessionmaker
+from controller.desired import PlannedSlot, SlotPlan
+from controller.errors import Conflict, DatabaseError, NotFound
+from controller.records import (
+    DeviceRecord,
+    EventEntry,
+    SlotChange,
+    TelemetryRecord,
+    VersionRecord,
+)
+from shared.delegate import DelegateConfig
+from shared.messages import Event, ReportedState, Status, Telemetry
+
+
+class Repository:
+    """The controller's database, one transaction per method."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._sessions = make_sessionmaker(engine)
+
+    @contextmanager
+    def _tx(self) -> Iterator[Session]:
+        try:
+            with self._sessions.begin() as session:
+                yield session
+        except IntegrityError:
+            raise
+        except SQLAlchemyError as exc:
+            raise DatabaseError(f"database error: {describe(exc)}") from exc
+
+    def ping(self) -> None:
+        """Raise :class:`DatabaseError` unless the database answers."""
+        with self._tx() as session:
+            session.execute(text("SELECT 1"))
+
+    # --- catalog ---------------------------------------------------------------------------
+
+    def find_version(self, model: str, version: str) -> VersionRecord | None:
+        """The version ``model:version``, if stored."""
+        with self._tx() as session:
+            row = session.execute(
+                select(ModelVersion, Artifact)
+                .join(Artifact, Artifact.sha256 == ModelVersion.sha256)
+                .where(ModelVersion.model == model, ModelVersion.version == version)
+            ).first()
+            return None if row is None else _version(row[0], row[1])
+
+    def add_version(
+        self,
+        model: str,
+        version: str,
+        sha256: str,
+        size: int,
+        inputs: list[dict[str, Any]],
+        outputs: list[dict[str, Any]],
+    ) -> VersionRecord:
+        """Store a new version (and its model and artifact rows when new)."""
+        try:
+            with self._tx() as session:
+                if session.get(Model, model) is None:
+                    session.add(Model(name=model))
+                artifact = session.get(Artifact, sha256)
+                if artifact is None:
+                    artifact = Artifact(sha256=sha256, size=size)
+                    session.add(artifact)
+                row = ModelVersion(
+                    model=model, version=version, sha256=sha256, inputs=inputs, outputs=outputs
+                )
+                session.add(row)
+                session.flush()
+                return _version(row, artifact)
+        except IntegrityError as exc:
+            raise Conflict(
+                f"model version {model}:{version} was stored concurrently; retry the upload"
+            ) from exc
+
+    def models(self, name: str | None = None) -> dict[str, list[VersionRecord]]:
+        """Every model (or just ``name``) with its versions, oldest first."""
+        with self._tx() as session:
+            names_query = select(Model.name).order_by(Model.name)
+            if name is not None:
+                names_query = names_query.where(Model.name == name)
+            result: dict[str, list[VersionRecord]] = {
+                n: [] for n in session.execute(names_query).scalars()
+            }
+            query = (
+                select(ModelVersion, Artifact)
+                .join(Artifact, Artifact.sha256 == ModelVersion.sha256)
+                .order_by(ModelVersion.created_at, ModelVersion.id)
+            )
+            if name is not None:
+                query = query.where(ModelVersion.model == name)
+            for mv, art in session.execute(query).all():
+                result.setdefault(mv.model, []).append(_version(mv, art))
+            return result
+
+    # --- devices ---------------------------------------------------------------------------
+
+    def devices(self, ids: Sequence[str] | None = None) -> list[DeviceRecord]:
+        """Every device (or those in ``ids``), sorted by id."""
+        with self._tx() as session:
+            query = select(Device).order_by(Device.id)
+            if ids is not None:
+                query = query.where(Device.id.in_(list(ids)))
+            rows = list(session.execute(query).scalars())
+            slots = _slots_by_device(session, [d.id for d in rows])
+            return [_device(d, slots.get(d.id, ())) for d in rows]
+
+    def device(self, device_id: str) -> DeviceRecord:
+        """One device, or :class:`NotFound`."""
+        found = self.devices([device_id])
+        if not found:
+            raise NotFound(f"unknown device '{device_id}'")
+        return found[0]
+
+    def device_labels(self) -> dict[str, dict[str, str]]:
+        """Labels of every device, for selector matching."""
+        with self._tx() as session:
+            return {
+                d: dict(labels) for d, labels in session.execute(select(Device.id, Device.labels))
+            }
+
+    def change_slots(
+        self, device_ids: Sequence[str], plan: Callable[[tuple[PlannedSlot, ...]], SlotPlan]
+    ) -> list[SlotChange]:
+        """Apply ``plan`` to each device's slots; bump the generation of those that changed."""
+        changes: list[SlotChange] = []
+        with self._tx() as session:
+            for device_id in device_ids:
+                device = session.get(Device, device_id, with_for_update=True)
+                if device is None:
+                    raise NotFound(f"unknown device '{device_id}'")
+                current = _slots_by_device(session, [device_id]).get(device_id, ())
+                outcome = plan(current)
+                if outcome.changed:
+                    _write_slots(session, device_id, outcome.slots)
+                    device.desired_generation += 1
+                changes.append(
+                    SlotChange(device_id, device.desired_generation, outcome.changed, outcome.slots)
+                )
+        return changes
+
+    # --- ingest ----------------------------------------------------------------------------
+
+    def record_contact(self, device_id: str, now: datetime) -> None:
+        """Create the device on first contact; note that it was seen."""
+        self._with_device(device_id, now, lambda _device: None)
+
+    def record_reported(self, msg: ReportedState, now: datetime) -> None:
+        """Store what the agent reports about itself and its slots."""
+
+        def update(device: Device) -> None:
+            device.labels = dict(msg.labels)
+            device.facts = msg.facts.model_dump(mode="json", by_alias=True)
+            device.reported_slots = [s.model_dump(mode="json") for s in msg.slots]
+            device.observed_generation = msg.observed_generation
+            device.serve_url = msg.serve_url
+
+        self._with_device(msg.device_id, now, update)
+
+    def record_status(self, msg: Status, now: datetime) -> None:
+        """Store presence (online / offline)."""
+
+        def update(device: Device) -> None:
+            device.online = msg.state == "online"
+
+        self._with_device(msg.device_id, now, update)
+
+    def add_telemetry(self, msg: Telemetry, now: datetime) -> bool:
+        """Store a sample once; False when (device, sample_id) was already stored."""
+
+        def add(session: Session) -> None:
+            session.add(
+                TelemetrySample(
+                    device_id=msg.device_id,
+                    sample_id=msg.sample_id,
+                    ts=msg.ts,
+                    interval_s=msg.interval_s,
+                    cpu_percent=msg.cpu_percent,
+                    memory_used_bytes=msg.memory_used_bytes,
+                    memory_total_bytes=msg.memory_total_bytes,
+                    models=[m.model_dump(mode="json") for m in msg.models],
+                )
+            )
+
+        exists = select(TelemetrySample.id).where(
+            TelemetrySample.device_id == msg.device_id, TelemetrySample.sample_id == msg.sample_id
+        )
+        return self._insert_once(msg.device_id, now, exists, add)
+
+    def add_event(self, msg: Event, now: datetime) -> bool:
+        """Store an event once; False when (device, event_id) was already stored."""
+
+        def add(session: Session) -> None:
+            session.add(
+                EventRecord(
+                    device_id=msg.device_id,
+                    event_id=msg.event_id,
+                    ts=msg.ts,
+                    kind=msg.kind,
+                    slot=msg.slot,
+                    message=msg.message,
+                    data=dict(msg.data),
+                )
+            )
+
+        exists = select(EventRecord.id).where(
+            EventRecord.device_id == msg.device_id, EventRecord.event_id == msg.event_id
+        )
+        return self._insert_once(msg.device_id, now, exists, add)
+
+    def telemetry(self, device_id: str, limit: int) -> list[TelemetryRecord]:
+        """The newest ``limit`` samples of a device, newest first."""
+        self.device(device_id)
+        with self._tx() as session:
+            rows = session.execute(
+                select(TelemetrySample)
+                .where(TelemetrySample.device_id == device_id)
+                .order_by(TelemetrySample.ts.desc(), TelemetrySample.id.desc())
+                .limit(limit)
+            ).scalars()
+            return [
+                TelemetryRecord(
+                    r.sample_id,
+                    r.ts,
+                    r.cpu_percent,
+                    r.memory_used_bytes,
+                    r.memory_total_bytes,
+                    list(r.models),
+                )
+                for r in rows
+            ]
+
+    def events(self, device_id: str, limit: int) -> list[EventEntry]:
+        """The newest ``limit`` events of a device, newest first."""
+        self.device(device_id)
+        with self._tx() as session:
+            rows = session.execute(
+                select(EventRecord)
+                .where(EventRecord.device_id == device_id)
+                .order_by(EventRecord.ts.desc(), EventRecord.id.desc())
+                .limit(limit)
+            ).scalars()
+            return [EventEntry(r.event_id, r.ts, r.kind, r.slot, r.message) for r in rows]
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _with_device(self, device_id: str, now: datetime, update: Callable[[Device], None]) -> None:
+        for attempt in range(2):
+            try:
+                with self._tx() as session:
+                    device = session.get(Device, device_id)
+                    if device is None:
+                        device = Device(id=device_id, labels={}, reported_slots=[])
+                        session.add(device)
+                    device.last_seen = now
+                    update(device)
+                return
+            except IntegrityError as exc:
+                if attempt:
+                    raise DatabaseError(f"cannot record device '{device_id}': {exc}") from exc
+
+    def _insert_once(
+        self, device_id: str, now: datetime, exists: Any, add: Callable[[Session], None]
+    ) -> bool:
+        self.record_contact(device_id, now)
+        try:
+            with self._tx() as session:
+                if session.execute(exists).first() is not None:
+                    return False
+                add(session)
+            return True
+        except IntegrityError:
+            return False
+
+
+def _version(mv: ModelVersion, art: Artifact) -> VersionRecord:
+    return VersionRecord(
+        id=mv.id,
+        model=mv.model,
+        version=mv.version,
+        sha256=mv.sha256,
+        size=art.size,
+        inputs=list(mv.inputs),
+        outputs=list(mv.outputs),
+        created_at=mv.created_at,
+    )
+
+
+def _device(d: Device, slots: tuple[PlannedSlot, ...]) -> DeviceRecord:
+    return DeviceRecord(
+        id=d.id,
+        labels={str(k): str(v) for k, v in (d.labels or {}).items()},
+        online=d.online,
+        last_seen=d.last_seen,
+        desired_generation=d.desired_generation,
+        observed_generation=d.observed_generation,
+        facts=d.facts,
+        reported_slots=list(d.reported_slots or []),
+        serve_url=d.serve_url,
+        slots=slots,
+    )
+
+
+def _slots_by_device(
+    session: Session, device_ids: Sequence[str]
+) -> dict[str, tuple[PlannedSlot, ...]]:
+    if not device_ids:
+        return {}
+    rows = session.execute(
+        select(Deployment, ModelVersion, Artifact)
+        .join(ModelVersion, ModelVersion.id == Deployment.model_version_id)
+        .join(Artifact, Artifact.sha256 == ModelVersion.sha256)
+        .where(Deployment.device_id.in_(list(device_ids)))
+        .order_by(Deployment.id)
+    ).all()
+    result: dict[str, list[PlannedSlot]] = {}
+    for dep, mv, art in rows:
+        result.setdefault(dep.device_id, []).append(
+            PlannedSlot(
+                name=mv.model,
+                version=mv.version,
+                sha256=mv.sha256,
+                size=art.size,
+                delegate=DelegateConfig.model_validate(dep.delegate),
+                model_version_id=mv.id,
+            )
+        )
+    return {k: tuple(v) for k, v in result.items()}
+
+
+def _write_slots(session: Session, device_id: str, slots: tuple[PlannedSlot, ...]) -> None:
+    existing = {
+        d.model: d
+        for d in session.execute(select(Deployment).where(Deployment.device_id == device_id))
+        .scalars()
+        .all()
+    }
+    wanted = {s.name for s in slots}
+    for name, dep in existing.items():
+        if name not in wanted:
+            session.delete(dep)
+    now = utcnow()
+    for slot in slots:
+        delegate = slot.delegate.model_dump(mode="json")
+        current = existing.get(slot.name)
+        if current is None:
+            session.add(
+                Deployment(
+                    device_id=device_id,
+                    model=slot.name,
+                    model_version_id=slot.model_version_id,
+                    delegate=delegate,
+                    updated_at=now,
+                )
+            )
+        elif current.model_version_id != slot.model_version_id or current.delegate != delegate:
+            current.model_version_id = slot.model_version_id
+            current.delegate = delegate
+            current.updated_at = now

@@ -1,0 +1,164 @@
+"""The controller's tables as SQLAlchemy 2.0 typed ORM classes (the migrations must match them)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    """Now, timezone-aware in UTC (the only kind of datetime the tables hold)."""
+    return datetime.now(timezone.utc)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on PostgreSQL and SQLite alike.
+
+    SQLite stores no offset, so values are normalised to UTC on the way in and tagged UTC on the
+    way out; naive datetimes are refused rather than guessed.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: pass a timezone-aware one")
+        value = value.astimezone(timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {datetime: UtcDateTime, dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Device(Base):
+    """A gateway, created on first contact over MQTT."""
+
+    __tablename__ = "devices"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    online: Mapped[bool] = mapped_column(Boolean, default=False)
+    last_seen: Mapped[datetime | None]
+    desired_generation: Mapped[int] = mapped_column(Integer, default=0)
+    observed_generation: Mapped[int | None] = mapped_column(Integer)
+    facts: Mapped[dict[str, Any] | None]
+    reported_slots: Mapped[list[Any]] = mapped_column(default=list)
+    serve_url: Mapped[str | None] = mapped_column(String(512))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Model(Base):
+    """A model name; its versions hold the bytes."""
+
+    __tablename__ = "models"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Artifact(Base):
+    """Content-addressed bytes in the artifact store."""
+
+    __tablename__ = "artifacts"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ModelVersion(Base):
+    """One immutable version of a model: its artifact and tensor signature."""
+
+    __tablename__ = "model_versions"
+    __table_args__ = (UniqueConstraint("model", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model: Mapped[str] = mapped_column(String(64), ForeignKey("models.name"))
+    version: Mapped[str] = mapped_column(String(64))
+    sha256: Mapped[str] = mapped_column(String(64), ForeignKey("artifacts.sha256"))
+    inputs: Mapped[list[Any]] = mapped_column(default=list)
+    outputs: Mapped[list[Any]] = mapped_column(default=list)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Deployment(Base):
+    """The model version a device must serve in the slot of one model (one row per slot)."""
+
+    __tablename__ = "deployments"
+    __table_args__ = (UniqueConstraint("device_id", "model"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    device_id: Mapped[str] = mapped_column(String(64), ForeignKey("devices.id"))
+    model: Mapped[str] = mapped_column(String(64), ForeignKey("models.name"))
+    model_version_id: Mapped[int] = mapped_column(Integer, ForeignKey("model_versions.id"))
+    delegate: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class TelemetrySample(Base):
+    """One telemetry sample; (device, sample_id) makes redelivery idempotent."""
+
+    __tablename__ = "telemetry_samples"
+    __table_args__ = (UniqueConstraint("device_id", "sample_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    device_id: Mapped[str] = mapped_column(String(64), ForeignKey("devices.id"), index=True)
+    sample_id: Mapped[str] = mapped_column(String(128))
+    ts: Mapped[datetime]
+    interval_s: Mapped[float] = mapped_column(Float)
+    cpu_percent: Mapped[float] = mapped_column(Float)
+    memory_used_bytes: Mapped[int] = mapped_column(BigInteger)
+    memory_total_bytes: Mapped[int] = mapped_column(BigInteger)
+    models: Mapped[list[Any]] = mapped_column(default=list)
+
+
+class EventRecord(Base):
+    """One device event; (device, event_id) makes redelivery idempotent."""
+
+    __tablename__ = "events"
+    __table_args__ = (UniqueConstraint("device_id", "event_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    device_id: Mapped[str] = mapped_column(String(64), ForeignKey("devices.id"), index=True)
+    event_id: Mapped[str] = mapped_column(String(128))
+    ts: Mapped[datetime]
+    kind: Mapped[str] = mapped_column(String(32))
+    slot: Mapped[str | None] = mapped_column(String(64))
+    message: Mapped[str] = mapped_column(Text, default="")
+    data: Mapped[dict[str, Any]] = mapped_column(default=dict)

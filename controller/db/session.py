@@ -1,0 +1,60 @@
+"""Engines and sessions: the only place that creates a SQLAlchemy engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from controller.errors import InvalidInput
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``; SQLite gets WAL, cross-thread use and foreign keys."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise InvalidInput(f"invalid database URL {url!r}: {exc}") from exc
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            parsed, connect_args={"check_same_thread": False, "timeout": 30}, future=True
+        )
+        event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_engine(parsed, pool_pre_ping=True, future=True)
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+    finally:
+        cursor.close()
+
+
+def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
+    """Sessions bound to ``engine``; objects stay readable after commit."""
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def redact(url: str) -> str:
+    """``url`` with any password hidden, for logs and /healthz."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<invalid database URL>"
+
+
+def describe(exc: SQLAlchemyError) -> str:
+    """One line saying what went wrong, without SQLAlchemy's wrapping and background links."""
+    original = getattr(exc, "orig", None) or exc
+    lines = [line.strip() for line in str(original).splitlines() if line.strip()]
+    return f"{type(original).__name__}: {lines[0] if lines else 'no details'}"

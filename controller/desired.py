@@ -1,0 +1,98 @@
+"""Desired-slot planning (pure): what a device must serve after a deploy or an undeploy.
+
+Deploying model B to a device that serves A adds a slot; deploying a new version (or a new
+delegate config) of A replaces A's slot in place; deploying exactly what is there changes nothing,
+so the device's generation is not bumped and no agent does needless work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from shared.delegate import DelegateConfig
+from shared.messages import ArtifactRef, DesiredState, ModelSlot
+
+
+@dataclass(frozen=True)
+class PlannedSlot:
+    """One slot of a device's desired state, as the controller stores it."""
+
+    name: str
+    version: str
+    sha256: str
+    size: int
+    delegate: DelegateConfig
+    model_version_id: int = 0
+
+    def same_as(self, other: PlannedSlot) -> bool:
+        """True when serving ``other`` instead of this needs no work on the device."""
+        return (self.name, self.version, self.sha256, self.delegate) == (
+            other.name,
+            other.version,
+            other.sha256,
+            other.delegate,
+        )
+
+
+@dataclass(frozen=True)
+class SlotPlan:
+    """The slots after a change, and whether they differ from before."""
+
+    slots: tuple[PlannedSlot, ...]
+    changed: bool
+
+
+def plan_deploy(current: Sequence[PlannedSlot], slot: PlannedSlot) -> SlotPlan:
+    """Slots after deploying ``slot``: added, replacing the same model's slot, or unchanged."""
+    slots = list(current)
+    for index, existing in enumerate(slots):
+        if existing.name == slot.name:
+            if existing.same_as(slot):
+                return SlotPlan(tuple(slots), changed=False)
+            slots[index] = slot
+            return SlotPlan(tuple(slots), changed=True)
+    return SlotPlan((*slots, slot), changed=True)
+
+
+def plan_undeploy(current: Sequence[PlannedSlot], model: str) -> SlotPlan:
+    """Slots after removing the slot of ``model`` (unchanged when there is none)."""
+    kept = tuple(s for s in current if s.name != model)
+    return SlotPlan(kept, changed=len(kept) != len(current))
+
+
+def artifact_url(public_url: str, sha256: str) -> str:
+    """Where agents download the artifact ``sha256``."""
+    return f"{public_url.rstrip('/')}/api/v1/artifacts/{sha256}"
+
+
+def desired_document(
+    device_id: str,
+    generation: int,
+    slots: Sequence[PlannedSlot],
+    public_url: str,
+    issued_at: datetime,
+) -> DesiredState:
+    """The full DesiredState a device receives for ``slots`` at ``generation``."""
+    return DesiredState(
+        device_id=device_id,
+        generation=generation,
+        issued_at=issued_at,
+        slots=tuple(
+            ModelSlot(
+                name=s.name,
+                version=s.version,
+                artifact=ArtifactRef(
+                    url=artifact_url(public_url, s.sha256), sha256=s.sha256, size=s.size
+                ),
+                delegate=s.delegate,
+            )
+            for s in slots
+        ),
+    )
+
+
+def with_delegate(slot: PlannedSlot, delegate: DelegateConfig | None) -> PlannedSlot:
+    """``slot`` with ``delegate`` (the default config when None)."""
+    return replace(slot, delegate=delegate or DelegateConfig())

@@ -1,0 +1,93 @@
+"""The in-process MQTT broker for the single-box default: the only module that imports amqtt.
+
+amqtt is a pure-Python MQTT 3.1.1 broker, so ``jetfleet serve`` works with nothing installed; it
+runs on its own asyncio loop in a daemon thread. Retained messages and Last Wills work with paho
+clients. It keeps nothing on disk: retained desired documents are republished by the controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+from amqtt.broker import Broker
+
+from controller.errors import BusError
+
+logger = logging.getLogger(__name__)
+
+_START_TIMEOUT_S = 15.0
+
+
+class EmbeddedBroker:
+    """An amqtt broker listening on ``host:port`` (port 0 picks a free one)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 1884) -> None:
+        self.host = host
+        self.port = port
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._broker: Any = None
+
+    @property
+    def url(self) -> str:
+        """``mqtt://host:port`` clients on this machine connect to."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"mqtt://{host}:{self.port}"
+
+    def start(self) -> None:
+        """Start listening; return once the real port is known."""
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._thread = threading.Thread(
+            target=loop.run_forever, name="jetfleet-embedded-broker", daemon=True
+        )
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(self._start(), loop)
+        try:
+            self.port = future.result(_START_TIMEOUT_S)
+        except Exception as exc:
+            self._stop_loop()
+            raise BusError(
+                f"cannot start the embedded MQTT broker on {self.host}:{self.port}: {exc}; "
+                "choose another --embedded-broker HOST:PORT or give --broker mqtt://host:port"
+            ) from exc
+        logger.info("embedded MQTT broker listening on %s", self.url)
+
+    async def _start(self) -> int:
+        config = {
+            "listeners": {"default": {"type": "tcp", "bind": f"{self.host}:{self.port}"}},
+            "plugins": {
+                "amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}
+            },
+        }
+        self._broker = Broker(config)
+        await self._broker.start()
+        sockets = self._broker._servers["default"].instance.sockets
+        return int(sockets[0].getsockname()[1])
+
+    def stop(self) -> None:
+        """Shut the broker down and end its thread."""
+        if self._loop is None:
+            return
+        if self._broker is not None:
+            future = asyncio.run_coroutine_threadsafe(self._broker.shutdown(), self._loop)
+            try:
+                future.result(_START_TIMEOUT_S)
+            except Exception:
+                logger.exception("embedded broker did not shut down cleanly")
+            self._broker = None
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(_START_TIMEOUT_S)
+        loop.close()
+        self._loop = None
+        self._thread = None

@@ -1,0 +1,85 @@
+"""Inbound MQTT messages → database. A bad payload is logged once, counted, and dropped."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable
+from datetime import datetime
+
+from pydantic import BaseModel
+
+from controller.api.schemas import IngestStats
+from controller.db.repository import Repository
+from controller.db.schema import utcnow
+from controller.errors import ControllerError
+from shared.codec import MessageError, decode_for
+from shared.messages import Event, ReportedState, Status, Telemetry
+from shared.topics import Channel, Topics
+
+logger = logging.getLogger(__name__)
+
+
+class Ingest:
+    """Handles every message the controller receives from agents."""
+
+    def __init__(
+        self, repo: Repository, topics: Topics, clock: Callable[[], datetime] = utcnow
+    ) -> None:
+        self._repo = repo
+        self._topics = topics
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._accepted = 0
+        self._rejected: Counter[str] = Counter()
+        self._last_rejection: str | None = None
+
+    def handle(self, topic: str, payload: bytes) -> None:
+        """Decode, validate and store one message; never raises for a bad payload."""
+        parsed = self._topics.parse(topic)
+        if parsed is None or parsed[1] is Channel.DESIRED:
+            return
+        device_id, channel = parsed
+        try:
+            message = decode_for(channel, payload)
+            claimed = getattr(message, "device_id", device_id)
+            if claimed != device_id:
+                raise MessageError("device_id", f"is {claimed!r} but the topic names {device_id!r}")
+        except MessageError as exc:
+            self._reject(channel, device_id, exc)
+            return
+        try:
+            self._store(message, self._clock())
+        except ControllerError as exc:
+            logger.error("could not store %s from %s: %s", channel.value, device_id, exc)
+            return
+        with self._lock:
+            self._accepted += 1
+
+    def stats(self) -> IngestStats:
+        """Counts since start, for ``GET /api/v1/ingest``."""
+        with self._lock:
+            return IngestStats(
+                accepted=self._accepted,
+                rejected=sum(self._rejected.values()),
+                rejected_by_channel=dict(self._rejected),
+                last_rejection=self._last_rejection,
+            )
+
+    def _reject(self, channel: Channel, device_id: str, exc: MessageError) -> None:
+        line = f"rejected {channel.value} from {device_id}: {exc.field}: {exc.reason}"
+        logger.warning("%s", line)
+        with self._lock:
+            self._rejected[channel.value] += 1
+            self._last_rejection = line
+
+    def _store(self, message: BaseModel, now: datetime) -> None:
+        if isinstance(message, ReportedState):
+            self._repo.record_reported(message, now)
+        elif isinstance(message, Status):
+            self._repo.record_status(message, now)
+        elif isinstance(message, Telemetry):
+            self._repo.add_telemetry(message, now)
+        elif isinstance(message, Event):
+            self._repo.add_event(message, now)

@@ -1,0 +1,132 @@
+"""The controller's MQTT client: the only module that imports paho.
+
+One paho client (v2 callback API, MQTT 3.1.1) with its own network thread. On every (re)connect
+it subscribes to what agents publish and calls ``on_connected``; inbound messages go to
+``on_message`` as (topic, payload). ``publish`` waits for the broker's PUBACK.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
+
+from controller.errors import BusError
+from controller.settings import parse_broker_url
+from shared.topics import AGENT_PUBLISHES, Topics
+
+logger = logging.getLogger(__name__)
+
+
+class MqttBus:
+    """A reconnecting paho client bound to one broker and one topic prefix."""
+
+    def __init__(
+        self,
+        broker_url: str,
+        topics: Topics,
+        on_message: Callable[[str, bytes], None],
+        on_connected: Callable[[], None] | None = None,
+        publish_timeout_s: float = 10.0,
+    ) -> None:
+        self.broker_url = broker_url
+        self._host, self._port = parse_broker_url(broker_url)
+        self._topics = topics
+        self._on_message = on_message
+        self._on_connected = on_connected
+        self._timeout = publish_timeout_s
+        self._connected = threading.Event()
+        self._client = mqtt.Client(
+            CallbackAPIVersion.VERSION2,
+            client_id=f"jetfleet-controller-{uuid.uuid4().hex[:12]}",
+            protocol=mqtt.MQTTv311,
+            clean_session=True,
+        )
+        self._client.reconnect_delay_set(min_delay=1, max_delay=30)
+        self._client.on_connect = self._handle_connect
+        self._client.on_disconnect = self._handle_disconnect
+        self._client.on_message = self._handle_message
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        """Connect and start the network thread; :class:`BusError` if not connected in time."""
+        try:
+            self._client.connect_async(self._host, self._port, keepalive=30)
+        except (OSError, ValueError) as exc:
+            raise BusError(f"cannot reach the MQTT broker at {self.broker_url}: {exc}") from exc
+        self._client.loop_start()
+        if not self._connected.wait(timeout_s):
+            self.stop()
+            raise BusError(
+                f"no connection to the MQTT broker at {self.broker_url} within {timeout_s:.0f} s: "
+                "start the broker, or leave out --broker to use the embedded one"
+            )
+
+    def stop(self) -> None:
+        """Disconnect cleanly and stop the network thread."""
+        self._client.disconnect()
+        self._client.loop_stop()
+        self._connected.clear()
+
+    @property
+    def connected(self) -> bool:
+        return self._connected.is_set()
+
+    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = True) -> None:
+        """Publish and wait for the broker's acknowledgement (PUBACK for QoS 1)."""
+        info = self._client.publish(topic, payload, qos=qos, retain=retain)
+        try:
+            info.wait_for_publish(self._timeout)
+        except (RuntimeError, ValueError) as exc:
+            raise BusError(
+                f"publish to {topic} failed: {exc}; is the broker at {self.broker_url} up?"
+            ) from exc
+        if not info.is_published():
+            raise BusError(
+                f"the broker at {self.broker_url} did not acknowledge {topic} within "
+                f"{self._timeout:.0f} s"
+            )
+
+    def _handle_connect(
+        self,
+        client: mqtt.Client,
+        _userdata: Any,
+        _flags: mqtt.ConnectFlags,
+        reason_code: ReasonCode,
+        _properties: Properties | None,
+    ) -> None:
+        if reason_code.is_failure:
+            logger.warning(
+                "MQTT broker %s refused the connection: %s", self.broker_url, reason_code
+            )
+            return
+        client.subscribe([(self._topics.every_device(ch), 1) for ch in AGENT_PUBLISHES])
+        self._connected.set()
+        logger.info("connected to MQTT broker %s", self.broker_url)
+        if self._on_connected is not None:
+            self._on_connected()
+
+    def _handle_disconnect(
+        self,
+        _client: mqtt.Client,
+        _userdata: Any,
+        _flags: mqtt.DisconnectFlags,
+        reason_code: ReasonCode,
+        _properties: Properties | None,
+    ) -> None:
+        was_connected = self._connected.is_set()
+        self._connected.clear()
+        if was_connected and reason_code.is_failure:
+            logger.warning("lost MQTT broker %s (%s); reconnecting", self.broker_url, reason_code)
+
+    def _handle_message(self, _client: mqtt.Client, _userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        try:
+            self._on_message(msg.topic, bytes(msg.payload))
+        except Exception:
+            logger.exception("handling %s failed; the message was dropped", msg.topic)

@@ -1,0 +1,60 @@
+"""Adapter for ``onnx``: is a file a valid ONNX model, and what tensors does it take and give."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+
+from controller.api.schemas import TensorSpec
+from controller.errors import InvalidModel
+
+_KSERVE_DATATYPES: dict[int, str] = {
+    onnx.TensorProto.FLOAT: "FP32",
+    onnx.TensorProto.FLOAT16: "FP16",
+    onnx.TensorProto.BFLOAT16: "BF16",
+    onnx.TensorProto.DOUBLE: "FP64",
+    onnx.TensorProto.INT64: "INT64",
+    onnx.TensorProto.INT32: "INT32",
+    onnx.TensorProto.INT16: "INT16",
+    onnx.TensorProto.INT8: "INT8",
+    onnx.TensorProto.UINT64: "UINT64",
+    onnx.TensorProto.UINT32: "UINT32",
+    onnx.TensorProto.UINT16: "UINT16",
+    onnx.TensorProto.UINT8: "UINT8",
+    onnx.TensorProto.BOOL: "BOOL",
+    onnx.TensorProto.STRING: "BYTES",
+}
+
+
+def inspect_model(path: Path) -> tuple[list[TensorSpec], list[TensorSpec]]:
+    """Check that ``path`` holds a valid ONNX model; return its (inputs, outputs)."""
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # protobuf DecodeError, OSError, ...: all mean "not ONNX"
+        raise InvalidModel(
+            f"not a valid ONNX model (truncated or not ONNX: {exc}); upload the complete .onnx file"
+        ) from exc
+    try:
+        onnx.checker.check_model(model)
+    except (onnx.checker.ValidationError, ValueError, RuntimeError) as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InvalidModel(f"invalid ONNX model: {first_line}") from exc
+    if not model.graph.output:
+        raise InvalidModel("invalid ONNX model: the graph has no outputs")
+    initializers = {init.name for init in model.graph.initializer}
+    inputs = [_spec(v) for v in model.graph.input if v.name not in initializers]
+    outputs = [_spec(v) for v in model.graph.output]
+    return inputs, outputs
+
+
+def _spec(value: onnx.ValueInfoProto) -> TensorSpec:
+    tensor = value.type.tensor_type
+    shape: list[int | str] = []
+    for dim in tensor.shape.dim:
+        if dim.HasField("dim_value"):
+            shape.append(int(dim.dim_value))
+        else:
+            shape.append(dim.dim_param or "?")
+    datatype = _KSERVE_DATATYPES.get(tensor.elem_type, f"ONNX:{tensor.elem_type}")
+    return TensorSpec(name=value.name, datatype=datatype, shape=shape)

@@ -1,0 +1,196 @@
+"""``jetfleet serve``: database + artifact store + broker + bus + ingest + HTTP API, wired once."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+
+import uvicorn
+
+from controller.api.app import create_app
+from controller.artifacts import ArtifactStore
+from controller.catalog import Catalog
+from controller.db import migrate
+from controller.db.repository import Repository
+from controller.db.session import make_engine, redact
+from controller.embedded_broker import EmbeddedBroker
+from controller.errors import ControllerError, DatabaseError
+from controller.fleet import Fleet
+from controller.ingest import Ingest
+from controller.mqtt_bus import MqttBus
+from controller.services import Services
+from controller.settings import Settings
+from shared.topics import Topics
+
+logger = logging.getLogger(__name__)
+
+
+class Controller:
+    """One controller process: ``start()``, then ``serve()`` (blocking) or ``serve_in_thread()``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._stoppers: list[Callable[[], None]] = []
+        self._sock: socket.socket | None = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._republishers: list[threading.Thread] = []
+        self.services: Services | None = None
+        self.http_url = ""
+        self.broker_url = ""
+
+    def start(self) -> None:
+        """Check the database, start the broker link and prepare the HTTP server."""
+        s = self.settings
+        try:
+            self._start(s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, s: Settings) -> None:
+        s.data_dir.mkdir(parents=True, exist_ok=True)
+        if not migrate.is_up_to_date(s.db_url):
+            if not s.auto_migrate:
+                raise DatabaseError(
+                    f"database {redact(s.db_url)} is not at this controller's schema: run "
+                    f"`jetfleet db upgrade --db {redact(s.db_url)}` first "
+                    "(or start with --auto-migrate)"
+                )
+            migrate.upgrade(s.db_url)
+        self._sock = _bind(s.http_host, s.http_port)
+        port = int(self._sock.getsockname()[1])
+        host = s.http_host if ":" not in s.http_host else f"[{s.http_host}]"
+        self.http_url = f"http://{host}:{port}"
+        public_url = s.resolved_public_url(port)
+
+        engine = make_engine(s.db_url)
+        self._stoppers.append(engine.dispose)
+        repo = Repository(engine)
+        store = ArtifactStore(s.data_dir)
+        topics = Topics(s.topic_prefix)
+        catalog = Catalog(repo, store, public_url)
+        ingest = Ingest(repo, topics)
+
+        broker_url = s.broker_url
+        if broker_url is None:
+            broker = EmbeddedBroker(s.embedded_broker_host, s.embedded_broker_port)
+            broker.start()
+            self._stoppers.append(broker.stop)
+            broker_url = broker.url
+        self.broker_url = broker_url
+        bus = MqttBus(broker_url, topics, ingest.handle, on_connected=self._republish_soon)
+        fleet = Fleet(repo, catalog, bus, topics, public_url)
+        self.services = Services(
+            repo=repo,
+            store=store,
+            catalog=catalog,
+            fleet=fleet,
+            ingest=ingest,
+            database_label=redact(s.db_url),
+            broker_label=broker_url,
+        )
+        bus.start()
+        self._stoppers.append(bus.stop)
+        config = uvicorn.Config(
+            create_app(self.services), lifespan="off", log_config=None, access_log=False
+        )
+        self._server = uvicorn.Server(config)
+        logger.info("jetfleet controller: http %s, broker %s", self.http_url, broker_url)
+
+    def serve(self) -> None:
+        """Serve HTTP in this thread until SIGINT/SIGTERM (main thread) or ``stop()``."""
+        assert self._server is not None, "call start() first"
+        assert self._sock is not None, "call start() first"
+        self._server.run(sockets=[self._sock])
+
+    def serve_in_thread(self, timeout_s: float = 15.0) -> None:
+        """Serve HTTP in a background thread; return once it accepts requests."""
+        server = self._server
+        assert server is not None, "call start() first"
+        thread = threading.Thread(target=self.serve, name="jetfleet-http", daemon=True)
+        self._thread = thread
+        thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise ControllerError(f"the HTTP server did not start on {self.http_url}")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        """Stop HTTP, the bus, the broker and the database engine, newest first."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(15)
+            self._thread = None
+        for thread in self._republishers:
+            thread.join(15)
+        self._republishers.clear()
+        while self._stoppers:
+            self._stoppers.pop()()
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def _republish_soon(self) -> None:
+        """After every (re)connect, republish desired documents off the network thread."""
+        services = self.services
+        if services is None:
+            return
+
+        def republish() -> None:
+            try:
+                count = services.fleet.republish_all()
+                logger.info("republished the desired state of %d devices", count)
+            except ControllerError as exc:
+                logger.error("could not republish desired state: %s", exc)
+
+        self._republishers = [t for t in self._republishers if t.is_alive()]
+        thread = threading.Thread(target=republish, name="jetfleet-republish", daemon=True)
+        self._republishers.append(thread)
+        thread.start()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ControllerError(
+            f"cannot listen on {host}:{port}: {exc.strerror}; choose another --http HOST:PORT"
+        ) from exc
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(settings: Settings) -> None:
+    """Start the controller and serve until SIGINT/SIGTERM, then stop everything.
+
+    uvicorn shuts down gracefully on either signal and then re-raises it; SIGTERM is mapped to
+    ``SystemExit(0)`` and SIGINT's ``KeyboardInterrupt`` is absorbed, so the cleanup below runs.
+    """
+    controller = Controller(settings)
+    controller.start()
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        controller.serve()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        controller.stop()
+        signal.signal(signal.SIGTERM, previous)
+        logger.info("jetfleet controller stopped")
+
+
+def _exit_on_sigterm(_signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(0)

@@ -1,0 +1,26 @@
+"""The controller's services, wired once by the server and handed to the HTTP API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.artifacts import ArtifactStore
+from controller.catalog import Catalog
+from controller.db.repository import Repository
+from controller.fleet import Fleet
+from controller.ingest import Ingest
+
+
+@dataclass(frozen=True)
+class Services:
+    """Everything the routes call."""
+
+    repo: Repository
+    store: ArtifactStore
+    catalog: Catalog
+    fleet: Fleet
+    ingest: Ingest
+    database_label: str
+    """The database URL with its password hidden."""
+    broker_label: str
+    """The broker URL the controller is connected to."""

@@ -1,0 +1,79 @@
+"""Settings of one controller process, and the parsing of the address forms its options take."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from controller.errors import InvalidInput
+from shared.topics import DEFAULT_PREFIX
+
+DATA_DIR_ENV = "JETFLEET_DATA_DIR"
+DEFAULT_DATA_DIR = ".jetfleet"
+DEFAULT_HTTP = ("127.0.0.1", 8080)
+DEFAULT_EMBEDDED_BROKER = ("127.0.0.1", 1884)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything ``jetfleet serve`` needs to know, resolved (no defaults left to guess)."""
+
+    db_url: str
+    """SQLAlchemy URL of the database."""
+    broker_url: str | None
+    """``mqtt://host:port`` of an external broker; None starts the embedded one."""
+    data_dir: Path
+    """Root of the artifact store (and the default SQLite file)."""
+    http_host: str = DEFAULT_HTTP[0]
+    http_port: int = DEFAULT_HTTP[1]
+    embedded_broker_host: str = DEFAULT_EMBEDDED_BROKER[0]
+    embedded_broker_port: int = DEFAULT_EMBEDDED_BROKER[1]
+    """Port of the embedded broker; 0 picks a free one."""
+    public_url: str | None = None
+    """Base URL agents use to download artifacts; None means ``http://<http host>:<port>``."""
+    topic_prefix: str = DEFAULT_PREFIX
+    auto_migrate: bool = False
+    """Upgrade the database schema at start instead of refusing to run on an old one."""
+
+    def resolved_public_url(self, http_port: int | None = None) -> str:
+        """The artifact base URL, using the real HTTP port when the configured one was 0."""
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = self.http_host
+        if host in ("0.0.0.0", "::", ""):
+            host = "127.0.0.1"
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{http_port if http_port is not None else self.http_port}"
+
+
+def default_data_dir() -> Path:
+    """``$JETFLEET_DATA_DIR`` or ``./.jetfleet``."""
+    return Path(os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR)
+
+
+def default_db_url(data_dir: Path) -> str:
+    """The SQLite file inside the data directory."""
+    return f"sqlite:///{data_dir.resolve() / 'jetfleet.db'}"
+
+
+def parse_host_port(text: str, option: str) -> tuple[str, int]:
+    """Split ``HOST:PORT`` (``[v6]:PORT`` too); the error names the option."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise InvalidInput(f"{option} expects HOST:PORT (e.g. 127.0.0.1:8080), got {text!r}")
+    return host.strip("[]"), int(port_text)
+
+
+def parse_broker_url(url: str) -> tuple[str, int]:
+    """Host and port of an ``mqtt://host[:port]`` URL (port 1883 when absent)."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidInput(f"invalid broker URL {url!r}: {exc}") from exc
+    if parts.scheme != "mqtt" or not parts.hostname:
+        raise InvalidInput(f"invalid broker URL {url!r}: use mqtt://host:port")
+    return parts.hostname, port or 1883

@@ -1,0 +1,67 @@
+"""Migrations on SQLite and PostgreSQL match the models; serve refuses an un-migrated database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from click.testing import CliRunner
+
+from controller.cli.main import cli
+from controller.db import migrate
+from controller.db.schema import Base
+from controller.db.session import make_engine
+from controller.errors import DatabaseError
+from controller.server import Controller
+from controller.settings import Settings
+
+
+def test_upgrade_reaches_head_and_is_repeatable(db_url: str) -> None:
+    assert not migrate.is_up_to_date(db_url)
+    migrate.upgrade(db_url)
+    assert migrate.is_up_to_date(db_url)
+    migrate.upgrade(db_url)
+    assert migrate.current_revision(db_url) == migrate.head_revision()
+
+
+def test_migrations_match_the_models(db_url: str) -> None:
+    migrate.upgrade(db_url)
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            assert compare_metadata(context, Base.metadata) == []
+    finally:
+        engine.dispose()
+
+
+def test_db_upgrade_command(db_url: str) -> None:
+    runner = CliRunner()
+    first = runner.invoke(cli, ["db", "upgrade", "--db", db_url])
+    assert first.exit_code == 0, first.output
+    assert "upgraded from empty to" in first.output
+    again = runner.invoke(cli, ["db", "upgrade", "--db", db_url])
+    assert again.exit_code == 0
+    assert "up to date" in again.output
+
+
+def test_db_upgrade_of_unreachable_database_is_one_line() -> None:
+    result = CliRunner().invoke(
+        cli, ["db", "upgrade", "--db", "postgresql+psycopg://nobody@127.0.0.1:1/none"]
+    )
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: cannot read database")
+    assert result.output.count("\n") == 1
+
+
+def test_serve_refuses_unmigrated_database(tmp_path: Path, sqlite_url: str) -> None:
+    settings = Settings(
+        db_url=sqlite_url, broker_url="mqtt://127.0.0.1:1", data_dir=tmp_path, http_port=0
+    )
+    with pytest.raises(DatabaseError, match=r"jetfleet db upgrade --db sqlite:///"):
+        Controller(settings).start()
+    result = CliRunner().invoke(cli, ["serve", "--db", sqlite_url, "--data-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "jetfleet db upgrade --db" in result.output
