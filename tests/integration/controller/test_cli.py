@@ -1,0 +1,129 @@
+"""The operator CLI against a real controller over HTTP: what an operator types and sees."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from controller.cli.main import cli
+from controller.sample_models import classifier
+from controller.server import Controller
+from shared.codec import encode
+from shared.topics import Channel, Topics
+from tests.conftest import free_port
+from tests.integration.controller.agent_messages import reported, telemetry
+from tests.integration.controller.conftest import MqttPeer, poll
+
+
+@pytest.fixture
+def run(controller: Controller) -> Callable[..., Result]:
+    def invoke(*args: str) -> Result:
+        return CliRunner().invoke(cli, [*args, "--url", controller.http_url])
+
+    return invoke
+
+
+def one_line_error(result: Result) -> str:
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+@pytest.fixture
+def model_file(tmp_path: Path) -> Path:
+    path = tmp_path / "classifier.onnx"
+    path.write_bytes(classifier())
+    return path
+
+
+def test_push_list_and_show_a_model(run: Callable[..., Result], model_file: Path) -> None:
+    pushed = run("models", "push", str(model_file), "--name", "classifier", "--version", "1.0")
+    assert pushed.exit_code == 0, pushed.output
+    assert pushed.output.startswith("pushed classifier:1.0 sha256=")
+
+    listed = json.loads(run("models", "ls", "--json").output)
+    assert [(v["name"], v["version"]) for m in listed for v in m["versions"]] == [
+        ("classifier", "1.0")
+    ]
+    table = run("models", "ls").output.splitlines()
+    assert table[0].split() == ["MODEL", "VERSION", "SHA256", "BYTES", "CREATED"]
+    assert table[1].split()[:2] == ["classifier", "1.0"]
+
+    shown = run("models", "show", "classifier:1.0").output
+    assert "input    image FP32 [1, 3, 32, 32]" in shown
+    assert "output   probabilities FP32 [1, 10]" in shown
+
+
+def test_pushing_a_file_that_is_not_onnx_fails_in_one_line(
+    run: Callable[..., Result], tmp_path: Path
+) -> None:
+    bad = tmp_path / "notes.onnx"
+    bad.write_bytes(b"this is not a model")
+    line = one_line_error(run("models", "push", str(bad), "--name", "x", "--version", "1"))
+    assert "ONNX" in line
+    assert "(HTTP 400)" in line
+    assert json.loads(run("models", "ls", "--json").output) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("models", "show", "nosuch:1"), "nosuch"),
+        (("devices", "show", "gw-missing"), "gw-missing"),
+        (("deploy", "nosuch:1", "--device", "gw-missing"), "(HTTP 404)"),
+        (("undeploy", "classifier", "--device", "gw-missing"), "gw-missing"),
+        (("telemetry", "gw-missing"), "gw-missing"),
+    ],
+)
+def test_unknown_devices_and_models_are_one_line_errors(
+    run: Callable[..., Result], args: tuple[str, ...], needle: str
+) -> None:
+    assert needle in one_line_error(run(*args))
+
+
+def test_deploy_needs_exactly_one_target(run: Callable[..., Result]) -> None:
+    result = run("deploy", "classifier:1")
+    assert result.exit_code == 2
+    assert "exactly one of --device ID or --selector k=v" in result.output
+
+
+def test_unreachable_controller_is_one_line_error() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    line = one_line_error(CliRunner().invoke(cli, ["devices", "ls", "--url", url]))
+    assert line.startswith(f"Error: cannot reach the controller at {url}")
+
+
+def test_deploy_then_see_device_slots_and_telemetry(
+    run: Callable[..., Result],
+    controller: Controller,
+    peers: Callable[[str], MqttPeer],
+    prefix: str,
+    model_file: Path,
+) -> None:
+    topics = Topics(prefix)
+    agent = peers(controller.broker_url)
+    agent.publish(topics.device("gw-7", Channel.REPORTED), encode(reported("gw-7", {"site": "a"})))
+    poll(lambda: "gw-7" in run("devices", "ls").output, what="gw-7 listed")
+    run("models", "push", str(model_file), "--name", "classifier", "--version", "2")
+
+    deployed = run("deploy", "classifier:2", "--selector", "site=a")
+    assert deployed.output.strip() == "gw-7: deployed (generation 1)"
+    again = run("deploy", "classifier:2", "--device", "gw-7", "--json")
+    assert json.loads(again.output)["devices"] == [
+        {"device_id": "gw-7", "generation": 1, "changed": False}
+    ]
+    device = json.loads(run("devices", "show", "gw-7", "--json").output)
+    assert [(s["name"], s["version"]) for s in device["desired"]] == [("classifier", "2")]
+
+    agent.publish(topics.device("gw-7", Channel.TELEMETRY), encode(telemetry("gw-7", "s-1", 42.0)))
+    poll(lambda: "42%" in run("telemetry", "gw-7").output, what="telemetry shown")
+
+    removed = run("undeploy", "classifier", "--device", "gw-7")
+    assert removed.output.strip() == "gw-7: removed (generation 2)"
