@@ -1,57 +1,210 @@
 """Delegate config: how one model is handed to the accelerator on one device.
 
-The knobs follow DOMAIN.md (precision, DLA, fallback, workspace, shapes, streams, power mode).
-Runtimes are chosen by the ``runtime`` discriminator; the ONNX Runtime CPU path is the one that
-runs everywhere, TensorRT arrives with the engine work.
+The knobs follow DOMAIN.md and trtexec: precision (or strong typing), DLA core and GPU fallback,
+workspace, builder optimisation level, shape profiles, auxiliary streams, execution contexts,
+timing cache, INT8 calibration cache, power mode and clocks, a serving preference, and the ONNX
+Runtime options for the CPU/GPU-EP path. :func:`check_config` finds the mistakes that can be
+found before a build (pure; the controller calls it with the model's inputs and the device's DLA
+count).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Precision = Literal["fp32", "fp16", "int8"]
-Runtime = Literal["onnxruntime", "tensorrt"]
+Precision = Literal["fp32", "fp16", "int8", "best"]
+Runtime = Literal["auto", "onnxruntime", "tensorrt"]
 Preference = Literal["sustained_throughput", "lowest_latency"]
+OrtProvider = Literal["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
+OrtOptLevel = Literal["disable", "basic", "extended", "all"]
+
+Dim = int | str
+"""A tensor dimension: a size, or a symbolic name for a dynamic one (-1 also means dynamic)."""
 
 
-class ShapeProfile(BaseModel):
-    """Min/opt/max shape of one dynamic input (TensorRT optimisation profile)."""
-
+class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ShapeProfile(_Frozen):
+    """Min/opt/max shape of one dynamic input (a TensorRT optimisation profile)."""
 
     input: str = Field(description="Input tensor name.")
     min: tuple[int, ...] = Field(description="Smallest shape the engine accepts.")
     opt: tuple[int, ...] = Field(description="Shape the kernels are tuned for.")
     max: tuple[int, ...] = Field(description="Largest shape the engine accepts.")
 
+    @model_validator(mode="after")
+    def _ordered(self) -> ShapeProfile:
+        if not len(self.min) == len(self.opt) == len(self.max):
+            raise ValueError(f"shape profile {self.input!r}: min, opt and max need the same rank")
+        for lo, mid, hi in zip(self.min, self.opt, self.max, strict=True):
+            if not 0 < lo <= mid <= hi:
+                raise ValueError(
+                    f"shape profile {self.input!r}: need 0 < min <= opt <= max in every "
+                    f"dimension, got {self.min} / {self.opt} / {self.max}"
+                )
+        return self
 
-class DelegateConfig(BaseModel):
+
+class OrtOptions(_Frozen):
+    """ONNX Runtime backend options (its TensorRT EP partitions like TFLite's delegate)."""
+
+    providers: tuple[OrtProvider, ...] = Field(
+        default=("CPUExecutionProvider",),
+        min_length=1,
+        description="Execution providers in order of preference; CPU is the fallback.",
+    )
+    graph_optimization_level: OrtOptLevel = Field(
+        default="all", description="ORT graph optimisation level of the saved optimised model."
+    )
+    trt_min_subgraph_size: int = Field(
+        default=1, ge=1, description="TensorRT EP: smallest subgraph handed to TensorRT."
+    )
+    trt_max_partitions: int | None = Field(
+        default=None, ge=1, description="TensorRT EP: most partitions handed to TensorRT."
+    )
+
+
+class DelegateConfig(_Frozen):
     """The resolved per-device delegate configuration of one model slot."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     runtime: Runtime = Field(
-        default="onnxruntime", description="Inference runtime the agent builds for."
+        default="auto",
+        description="auto = TensorRT where it imports and a CUDA device exists, else ONNX Runtime.",
     )
-    precision: Precision = Field(default="fp32", description="Arithmetic precision.")
+    precision: Precision = Field(
+        default="fp32", description="fp32, fp16, int8 or best (let TensorRT pick per layer)."
+    )
+    strongly_typed: bool = Field(
+        default=False, description="Build a strongly typed network: types come from the ONNX."
+    )
     dla_core: int | None = Field(
-        default=None, ge=0, description="DLA core to use (Jetson Xavier/Orin), None for the GPU."
+        default=None, ge=0, description="DLA core to use (Jetson Xavier/Orin); None = the GPU."
     )
     gpu_fallback: bool = Field(
         default=True, description="Run layers the DLA cannot run on the GPU instead of failing."
     )
-    workspace_mb: int | None = Field(
-        default=None, gt=0, description="Builder workspace limit in MiB; None = runtime default."
+    workspace_mib: int | None = Field(
+        default=None, gt=0, description="Builder workspace pool limit in MiB; None = default."
+    )
+    builder_optimization_level: int = Field(
+        default=3, ge=0, le=5, description="TensorRT builder optimisation level (0-5)."
     )
     shapes: tuple[ShapeProfile, ...] = Field(
         default=(), description="Optimisation profiles for dynamic inputs."
     )
-    streams: int = Field(default=1, ge=1, le=16, description="Concurrent execution contexts.")
+    max_aux_streams: int | None = Field(
+        default=None, ge=0, description="Auxiliary streams per context; 0 = single stream."
+    )
+    streams: int = Field(default=1, ge=1, le=16, description="Execution contexts to serve with.")
+    timing_cache: bool = Field(
+        default=True, description="Reuse a timing cache kept per validity key."
+    )
+    calibration_cache_sha256: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="Artifact holding the INT8 calibration cache.",
+    )
     power_mode: str | None = Field(
-        default=None, description="nvpmodel mode name the engine should be tuned under."
+        default=None, description="nvpmodel mode name the engine should be tuned and run under."
+    )
+    apply_power_mode: bool = Field(
+        default=False,
+        description="Let the agent switch nvpmodel to power_mode (only modes that need no reboot).",
+    )
+    jetson_clocks: bool | None = Field(
+        default=None, description="Lock clocks with jetson_clocks; None = leave as is."
     )
     preference: Preference = Field(
-        default="sustained_throughput", description="Steady frame rate or one fast answer."
+        default="sustained_throughput",
+        description="sustained_throughput (video: contexts, batching) or lowest_latency (batch 1).",
     )
+    onnxruntime: OrtOptions = Field(default_factory=OrtOptions)
+
+
+BUILD_FIELDS = (
+    "runtime",
+    "precision",
+    "strongly_typed",
+    "dla_core",
+    "gpu_fallback",
+    "workspace_mib",
+    "builder_optimization_level",
+    "shapes",
+    "max_aux_streams",
+    "calibration_cache_sha256",
+    "onnxruntime",
+)
+"""Fields that change the built engine. The rest (streams, timing cache, power mode, clocks,
+preference) change how an engine is run or tuned, not what it is: see shared.engine_keys."""
+
+
+def _dynamic(dim: Dim) -> bool:
+    return isinstance(dim, str) or dim < 0
+
+
+def check_config(
+    config: DelegateConfig,
+    inputs: Mapping[str, Sequence[Dim]],
+    *,
+    has_qdq: bool,
+    dla_cores: int | None,
+    device_class: str = "this device",
+) -> list[str]:
+    """Mistakes in ``config`` for a model with ``inputs`` on a device with ``dla_cores``.
+
+    ``dla_cores`` None means unknown (not checked). Returns one sentence per problem, each
+    saying what to change; an empty list means the config is buildable as far as can be told.
+    """
+    problems: list[str] = []
+    if config.precision == "int8" and not config.calibration_cache_sha256 and not has_qdq:
+        problems.append(
+            "precision int8 needs a calibration cache (calibration_cache_sha256) or a model "
+            "with Q/DQ nodes"
+        )
+    if config.dla_core is not None:
+        if dla_cores == 0:
+            problems.append(f"dla_core {config.dla_core} requested but {device_class} has no DLA")
+        elif dla_cores is not None and config.dla_core >= dla_cores:
+            problems.append(
+                f"dla_core {config.dla_core} requested but {device_class} has {dla_cores} DLA "
+                f"core(s) (0-{dla_cores - 1})"
+            )
+        if config.precision == "fp32" and not config.strongly_typed:
+            problems.append("the DLA runs fp16 or int8 only: set precision fp16 or int8")
+    seen: set[str] = set()
+    for profile in config.shapes:
+        if profile.input in seen:
+            problems.append(f"shape profile for {profile.input!r} given twice")
+        seen.add(profile.input)
+        dims = inputs.get(profile.input)
+        if dims is None:
+            known = ", ".join(sorted(inputs)) or "none"
+            problems.append(
+                f"shape profile names {profile.input!r}, not an input (inputs: {known})"
+            )
+            continue
+        if len(profile.min) != len(dims):
+            problems.append(
+                f"shape profile {profile.input!r} has rank {len(profile.min)}, "
+                f"the input has rank {len(dims)}"
+            )
+            continue
+        for axis, dim in enumerate(dims):
+            if _dynamic(dim):
+                continue
+            if not profile.min[axis] == profile.opt[axis] == profile.max[axis] == dim:
+                problems.append(
+                    f"shape profile {profile.input!r} axis {axis} is fixed at {dim} in the model "
+                    "and must be the same in min/opt/max"
+                )
+    for name, dims in sorted(inputs.items()):
+        if any(_dynamic(d) for d in dims) and name not in seen and config.runtime != "onnxruntime":
+            problems.append(
+                f"input {name!r} has dynamic dimensions {list(dims)}: add a shape profile"
+            )
+    return problems

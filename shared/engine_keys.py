@@ -18,11 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.canonical import digest
-from shared.delegate import DelegateConfig, Runtime
-
-BUILD_FIELDS = ("runtime", "precision", "dla_core", "gpu_fallback", "workspace_mb", "shapes")
-"""Delegate-config fields that change the built engine. Streams, preference and power mode do
-not: they change how the engine is run (contexts) or tuned (tag), not its bytes' validity."""
+from shared.delegate import BUILD_FIELDS, DelegateConfig
 
 
 class _Key(BaseModel):
@@ -36,7 +32,7 @@ class _Key(BaseModel):
 class ValidityKey(_Key):
     """Everything an engine is bound to; TensorRT refuses (or misbehaves) on any mismatch."""
 
-    runtime: Runtime
+    runtime: Literal["onnxruntime", "tensorrt"]
     runtime_version: str = Field(description="Full version, e.g. TensorRT 10.3.0.30.")
     platform: str = Field(description="OS and arch, e.g. linux-aarch64-tegra, linux-x86_64.")
     compute_capability: str | None = Field(default=None, description="e.g. 8.7; None on CPU.")
@@ -70,7 +66,7 @@ class ContentKey(_Key):
         return cls(
             onnx_sha256=onnx_sha256,
             build_config={k: dumped[k] for k in BUILD_FIELDS},
-            calibration_sha256=calibration_sha256,
+            calibration_sha256=calibration_sha256 or config.calibration_cache_sha256,
         )
 
 

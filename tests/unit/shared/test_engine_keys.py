@@ -6,7 +6,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.delegate import DelegateConfig
+from shared.delegate import BUILD_FIELDS, DelegateConfig
 from shared.engine_keys import ContentKey, TuningTag, ValidityKey, engine_key
 
 SHA = "cd" * 32
@@ -41,8 +41,13 @@ CONTENT_CHANGES: dict[str, Any] = {
     "precision": "fp16",
     "dla_core": 1,
     "gpu_fallback": False,
-    "workspace_mb": 512,
+    "workspace_mib": 512,
     "runtime": "tensorrt",
+    "strongly_typed": True,
+    "builder_optimization_level": 5,
+    "max_aux_streams": 0,
+    "calibration_cache_sha256": "02" * 32,
+    "onnxruntime": {"providers": ("CUDAExecutionProvider", "CPUExecutionProvider")},
     "shapes": ({"input": "x", "min": (1, 3), "opt": (4, 3), "max": (8, 3)},),
 }
 
@@ -81,16 +86,32 @@ def test_model_bytes_and_calibration_cache_change_the_key() -> None:
     assert engine_key(ORIN_NANO, calibrated) != engine_key(ORIN_NANO, uncalibrated)
 
 
+def test_build_fields_cover_every_field_that_is_not_run_time_or_tuning() -> None:
+    run_or_tuning = {"streams", "timing_cache", "power_mode", "apply_power_mode", "jetson_clocks"}
+    run_or_tuning.add("preference")
+    assert set(BUILD_FIELDS) == set(DelegateConfig.model_fields) - run_or_tuning
+    assert set(CONTENT_CHANGES) == set(BUILD_FIELDS)
+
+
 @given(
     power_mode=st.sampled_from(["7W", "15W", "25W", "MAXN_SUPER"]),
     streams=st.integers(1, 16),
     preference=st.sampled_from(["sustained_throughput", "lowest_latency"]),
+    clocks=st.sampled_from([None, True, False]),
+    timing_cache=st.booleans(),
 )
-def test_power_mode_streams_and_preference_never_change_the_key(
-    power_mode: str, streams: int, preference: str
+def test_run_time_and_tuning_settings_never_change_the_key(
+    power_mode: str, streams: int, preference: str, clocks: bool | None, timing_cache: bool
 ) -> None:
     config = DelegateConfig.model_validate(
-        {"power_mode": power_mode, "streams": streams, "preference": preference}
+        {
+            "power_mode": power_mode,
+            "apply_power_mode": True,
+            "streams": streams,
+            "preference": preference,
+            "jetson_clocks": clocks,
+            "timing_cache": timing_cache,
+        }
     )
     assert key(config=config) == key()
 

@@ -1,0 +1,57 @@
+"""Engine-store messages (HTTP between agents and the controller's engine store).
+
+An engine is stored as a content-addressed artifact (its bytes) plus a manifest keyed by the
+engine key of :mod:`shared.engine_keys`. Builds are coordinated by a lease per engine key, so
+when twins need the same engine at once only one builds and the rest pull.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.engine_keys import ContentKey, TuningTag, ValidityKey
+
+SHA256 = r"^[0-9a-f]{64}$"
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EngineManifest(_Wire):
+    """What an engine is, who built it and how long it took. PUT/GET /api/v1/engines/{key}."""
+
+    engine_key: str = Field(pattern=SHA256)
+    sha256: str = Field(pattern=SHA256, description="sha256 of the engine bytes (an artifact).")
+    size: int = Field(ge=0)
+    validity: ValidityKey
+    content: ContentKey
+    tuning: TuningTag
+    built_by: str = Field(description="Device id of the builder.")
+    build_seconds: float = Field(ge=0)
+    created_at: datetime
+
+
+class LeaseRequest(_Wire):
+    """POST /api/v1/engines/{key}/lease: ask to be the one device that builds ``key``."""
+
+    device_id: str
+    ttl_s: float = Field(default=600, gt=0, le=24 * 3600, description="Lease lifetime.")
+
+
+class LeaseOut(_Wire):
+    """The answer: granted to the caller, or held by another device until ``expires_at``."""
+
+    engine_key: str
+    granted: bool
+    holder: str
+    expires_at: datetime
+
+
+class ArtifactOut(_Wire):
+    """POST /api/v1/artifacts: a stored blob (engine, calibration cache)."""
+
+    sha256: str = Field(pattern=SHA256)
+    size: int = Field(ge=0)
