@@ -172,6 +172,16 @@ class SlotStatus(WireModel):
     active_version: str | None = Field(default=None, description="Version serving now.")
     phase: SlotPhase
     engine_key: str | None = None
+    runtime: str | None = Field(default=None, description="onnxruntime or tensorrt.")
+    engine_source: Literal["cached", "pulled", "built"] | None = Field(
+        default=None, description="Where the active engine came from on this device."
+    )
+    tuning_tag: str | None = Field(
+        default=None, description="Power mode/clocks the active engine was tuned under."
+    )
+    tuning_matches: bool | None = Field(
+        default=None, description="False while serving an engine tuned under another power mode."
+    )
     last_error: str | None = None
     updated_at: datetime
 
