@@ -1,0 +1,37 @@
+"""Download a pushed model version's bytes from the controller (for ``models analyze N:V``)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import httpx
+
+from controller.cli.client import ApiError, ControllerClient
+
+
+def fetch_model_bytes(base_url: str, name: str, version: str, *, timeout: float = 60.0) -> bytes:
+    """The ONNX bytes of ``name:version``, checked against the sha256 the controller stores.
+
+    Raises :class:`~controller.cli.client.ApiError` with one line a person can act on.
+    """
+    with ControllerClient(base_url, timeout=timeout) as client:
+        meta = client.model_version(name, version)
+    url = str(meta["download_url"])
+    try:
+        response = httpx.get(url, timeout=timeout)
+    except httpx.TransportError as exc:
+        raise ApiError(
+            f"cannot download {name}:{version} from {url} ({exc.__class__.__name__}): is the "
+            "controller's public URL reachable from here?"
+        ) from exc
+    if response.status_code >= 400:
+        raise ApiError(
+            f"downloading {name}:{version} from {url} failed (HTTP {response.status_code})"
+        )
+    data = response.content
+    expected = meta.get("sha256")
+    if expected and hashlib.sha256(data).hexdigest() != expected:
+        raise ApiError(
+            f"downloaded {name}:{version} does not match its sha256 {expected}; try again"
+        )
+    return data

@@ -1,0 +1,227 @@
+"""Adapter for ``onnx``: an ONNX model as the analyzer's own plain, frozen dataclasses.
+
+The only module of :mod:`controller.analysis` that imports ``onnx``. It loads the bytes, runs ONNX
+shape inference (so every tensor has a dtype and, where it can be known, a shape) and keeps what
+the pure analysis needs: nodes in graph order, tensor infos, initializer names, Constant outputs
+and the values of small integer constants (axes, K, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from controller.errors import InvalidModel
+
+AttrValue = int | float | str | tuple[int, ...] | tuple[float, ...] | tuple[str, ...] | None
+"""An attribute as Python: scalars, tuples of scalars; tensors and subgraphs become ``None``."""
+
+SMALL_CONSTANT = 64
+"""Integer constants up to this many elements keep their values (axes, K, pads, ...)."""
+
+DTYPE_NAMES: dict[int, tuple[str, int | None]] = {
+    onnx.TensorProto.FLOAT: ("FP32", 4),
+    onnx.TensorProto.FLOAT16: ("FP16", 2),
+    onnx.TensorProto.BFLOAT16: ("BF16", 2),
+    onnx.TensorProto.DOUBLE: ("FP64", 8),
+    onnx.TensorProto.INT64: ("INT64", 8),
+    onnx.TensorProto.INT32: ("INT32", 4),
+    onnx.TensorProto.INT16: ("INT16", 2),
+    onnx.TensorProto.INT8: ("INT8", 1),
+    onnx.TensorProto.UINT64: ("UINT64", 8),
+    onnx.TensorProto.UINT32: ("UINT32", 4),
+    onnx.TensorProto.UINT16: ("UINT16", 2),
+    onnx.TensorProto.UINT8: ("UINT8", 1),
+    onnx.TensorProto.BOOL: ("BOOL", 1),
+    onnx.TensorProto.STRING: ("STRING", None),
+    onnx.TensorProto.FLOAT8E4M3FN: ("FP8", 1),
+    onnx.TensorProto.FLOAT8E5M2: ("FP8", 1),
+    onnx.TensorProto.INT4: ("INT4", None),
+    onnx.TensorProto.UINT4: ("UINT4", None),
+}
+"""ONNX element type → (name as the TensorRT table writes it, bytes per element or None)."""
+
+DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A value's type: ``shape`` is None when even the rank is unknown; a dim is None if unknown."""
+
+    name: str
+    dtype: str
+    itemsize: int | None
+    shape: tuple[int | None, ...] | None
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of the main graph; ``index`` is its position in ``graph.node`` (TensorRT's id)."""
+
+    index: int
+    name: str
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attributes: Mapping[str, AttrValue] = field(default_factory=dict)
+
+    @property
+    def is_default_domain(self) -> bool:
+        return self.domain in DEFAULT_DOMAINS
+
+    def input(self, position: int) -> str | None:
+        """Name of input ``position``; None when absent or left empty (an omitted optional)."""
+        if position < len(self.inputs) and self.inputs[position]:
+            return self.inputs[position]
+        return None
+
+    def attr(self, name: str, default: AttrValue = None) -> AttrValue:
+        return self.attributes.get(name, default)
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A model's main graph after shape inference, as plain data."""
+
+    nodes: tuple[Node, ...]
+    tensors: Mapping[str, TensorInfo]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    initializers: frozenset[str]
+    constants: frozenset[str]
+    """Outputs of ``Constant`` nodes."""
+    constant_values: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """Values of small integer initializers and Constant outputs."""
+    opset: int = 0
+    producer: str = ""
+    warnings: tuple[str, ...] = ()
+
+    def tensor(self, name: str) -> TensorInfo | None:
+        return self.tensors.get(name)
+
+
+def load_graph(onnx_bytes: bytes) -> Graph:
+    """Parse ``onnx_bytes``, infer shapes and return the main graph as a :class:`Graph`."""
+    try:
+        model = onnx.load_from_string(onnx_bytes)
+    except Exception as exc:  # protobuf DecodeError and friends: all mean "not ONNX"
+        raise InvalidModel(
+            f"not a valid ONNX model (truncated or not ONNX: {exc}); give the complete .onnx file"
+        ) from exc
+    if not model.graph.node and not model.graph.output:
+        raise InvalidModel("not a valid ONNX model: the file holds no graph; give an .onnx file")
+    warnings: list[str] = []
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except (onnx.shape_inference.InferenceError, ValueError, RuntimeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        warnings.append(f"ONNX shape inference failed ({first}); sizes and FLOPs are partial")
+        inferred = model
+    return _to_graph(inferred, warnings)
+
+
+def _to_graph(model: onnx.ModelProto, warnings: list[str]) -> Graph:
+    g = model.graph
+    tensors: dict[str, TensorInfo] = {}
+    for value in [*g.input, *g.value_info, *g.output]:
+        info = _value_info(value)
+        if info is not None:
+            tensors[value.name] = info
+    initializers: set[str] = set()
+    constant_values: dict[str, tuple[int, ...]] = {}
+    for init in g.initializer:
+        initializers.add(init.name)
+        tensors.setdefault(init.name, _tensor_info(init))
+        small = _small_ints(init)
+        if small is not None:
+            constant_values[init.name] = small
+    nodes: list[Node] = []
+    constants: set[str] = set()
+    for index, proto in enumerate(g.node):
+        node = Node(
+            index=index,
+            name=proto.name or f"{proto.op_type}_{index}",
+            op_type=proto.op_type,
+            domain=proto.domain,
+            inputs=tuple(proto.input),
+            outputs=tuple(proto.output),
+            attributes={a.name: _attr(a) for a in proto.attribute},
+        )
+        nodes.append(node)
+        if proto.op_type == "Constant" and node.is_default_domain and proto.output:
+            constants.add(proto.output[0])
+            value = next((a for a in proto.attribute if a.name == "value"), None)
+            if value is not None:
+                tensors.setdefault(proto.output[0], _tensor_info(value.t, proto.output[0]))
+                small = _small_ints(value.t)
+                if small is not None:
+                    constant_values[proto.output[0]] = small
+    opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 0)
+    return Graph(
+        nodes=tuple(nodes),
+        tensors=tensors,
+        inputs=tuple(v.name for v in g.input if v.name not in initializers),
+        outputs=tuple(v.name for v in g.output),
+        initializers=frozenset(initializers),
+        constants=frozenset(constants),
+        constant_values=constant_values,
+        opset=int(opset),
+        producer=f"{model.producer_name} {model.producer_version}".strip(),
+        warnings=tuple(warnings),
+    )
+
+
+def _dtype(elem_type: int) -> tuple[str, int | None]:
+    return DTYPE_NAMES.get(elem_type, (f"ONNX:{elem_type}", None))
+
+
+def _value_info(value: onnx.ValueInfoProto) -> TensorInfo | None:
+    if not value.type.HasField("tensor_type"):
+        return None
+    tensor = value.type.tensor_type
+    dtype, itemsize = _dtype(tensor.elem_type)
+    shape: tuple[int | None, ...] | None = None
+    if tensor.HasField("shape"):
+        shape = tuple(
+            int(d.dim_value) if d.HasField("dim_value") else None for d in tensor.shape.dim
+        )
+    return TensorInfo(name=value.name, dtype=dtype, itemsize=itemsize, shape=shape)
+
+
+def _tensor_info(tensor: onnx.TensorProto, name: str | None = None) -> TensorInfo:
+    dtype, itemsize = _dtype(tensor.data_type)
+    return TensorInfo(
+        name=name or tensor.name, dtype=dtype, itemsize=itemsize, shape=tuple(tensor.dims)
+    )
+
+
+def _small_ints(tensor: onnx.TensorProto) -> tuple[int, ...] | None:
+    integer_types = {onnx.TensorProto.INT64, onnx.TensorProto.INT32}
+    if tensor.data_type not in integer_types or int(np.prod(tensor.dims)) > SMALL_CONSTANT:
+        return None
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return None
+    array = numpy_helper.to_array(tensor)
+    return tuple(int(v) for v in array.reshape(-1))
+
+
+def _attr(attribute: onnx.AttributeProto) -> AttrValue:
+    kind = attribute.type
+    if kind == onnx.AttributeProto.INT:
+        return int(attribute.i)
+    if kind == onnx.AttributeProto.FLOAT:
+        return float(attribute.f)
+    if kind == onnx.AttributeProto.STRING:
+        return attribute.s.decode("utf-8", errors="replace")
+    if kind == onnx.AttributeProto.INTS:
+        return tuple(int(v) for v in attribute.ints)
+    if kind == onnx.AttributeProto.FLOATS:
+        return tuple(float(v) for v in attribute.floats)
+    if kind == onnx.AttributeProto.STRINGS:
+        return tuple(s.decode("utf-8", errors="replace") for s in attribute.strings)
+    return None
