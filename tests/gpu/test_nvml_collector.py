@@ -1,0 +1,87 @@
+"""The NVML collector against a real NVIDIA GPU: its readings agree with NVML's own answers.
+
+Set ``JETFLEET_NVML_RECORD=<file>`` to keep the readings as JSON (bench/results/ for issue 6).
+Imports only the collector, which needs nvidia-ml-py but not the agent's other dependencies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.collectors.nvml_collector import NvmlCollector
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def nvml() -> Iterator[Any]:
+    """The real ``pynvml`` with NVML initialised, or a skip naming why it is not usable here."""
+    try:
+        import pynvml
+    except ImportError as exc:
+        pytest.skip(f"nvidia-ml-py not importable: {exc}")
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        pytest.skip(f"nvmlInit failed: {exc}")
+    try:
+        if pynvml.nvmlDeviceGetCount() < 1:
+            pytest.skip("NVML sees no GPU")
+        yield pynvml
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def test_every_gpu_is_reported_with_nvmls_identity_and_memory(nvml: Any) -> None:
+    collector = NvmlCollector()
+    try:
+        readings = collector.collect()
+    finally:
+        collector.close()
+    assert readings.available, readings.reason
+    assert len(readings.gpus) == nvml.nvmlDeviceGetCount()
+    for gpu in readings.gpus:
+        handle = nvml.nvmlDeviceGetHandleByIndex(gpu.index)
+        assert gpu.name == nvml.nvmlDeviceGetName(handle)
+        assert gpu.uuid == nvml.nvmlDeviceGetUUID(handle)
+        assert gpu.memory_total_bytes == nvml.nvmlDeviceGetMemoryInfo(handle).total
+        assert gpu.memory_used_bytes is not None
+        assert 0 <= gpu.memory_used_bytes <= gpu.memory_total_bytes
+        assert gpu.utilization_percent is not None
+        assert 0 <= gpu.utilization_percent <= 100
+        assert gpu.temperature_c is not None
+        assert 0 < gpu.temperature_c < 110
+        assert gpu.sm_clock_mhz is not None
+        assert gpu.sm_clock_mhz > 0
+        if gpu.power_draw_mw is not None:
+            limit = nvml.nvmlDeviceGetEnforcedPowerLimit(handle)
+            assert 0 < gpu.power_draw_mw <= limit * 1.5
+    record = os.environ.get("JETFLEET_NVML_RECORD")
+    if record:
+        Path(record).write_text(
+            json.dumps(
+                {
+                    "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "driver": nvml.nvmlSystemGetDriverVersion(),
+                    "readings": dataclasses.asdict(readings),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+
+
+def test_repeated_samples_keep_nvml_usable_for_others(nvml: Any) -> None:
+    collector = NvmlCollector()
+    for _ in range(3):
+        assert collector.collect().available
+    collector.close()
+    assert nvml.nvmlDeviceGetCount() >= 1, "close() must undo only its own nvmlInit"
