@@ -11,7 +11,7 @@ import click
 
 from agent.daemon import run_agent
 from agent.errors import AgentError, SettingsError
-from agent.facts import probe_facts
+from agent.facts import probe
 from agent.settings import AgentSettings, load_settings
 
 CONFIG_OPTION = click.option(
@@ -59,20 +59,29 @@ def run(config: Path | None) -> None:
         _fail(exc)
 
 
-@cli.command()
+@cli.command("probe")
 @CONFIG_OPTION
-@click.option("--json", "as_json", is_flag=True, help="Print DeviceFacts as JSON.")
-def probe(config: Path | None, as_json: bool) -> None:
-    """Print this device's facts (absent sources say why)."""
+@click.option("--json", "as_json", is_flag=True, help="Print DeviceFacts and the runtime as JSON.")
+def probe_command(config: Path | None, as_json: bool) -> None:
+    """Print this device's facts (absent sources say why) and the runtime it would use."""
     settings = _settings(config)
-    facts = probe_facts(simulated_profile=settings.simulated_profile)
+    try:
+        probed = probe(simulated_profile=settings.simulated_profile, runtime=settings.runtime)
+    except AgentError as exc:
+        _fail(exc)
+        return
+    facts = probed.facts
     if as_json:
-        click.echo(json.dumps(facts.model_dump(mode="json", by_alias=True), indent=2))
+        data = facts.model_dump(mode="json", by_alias=True)
+        data["runtime"] = probed.runtime
+        data["runtime_reason"] = probed.runtime_reason
+        click.echo(json.dumps(data, indent=2))
         return
     for key, value in facts.model_dump(mode="json", exclude={"sources", "schema_"}).items():
         if isinstance(value, dict):
             value = ", ".join(f"{k}={v}" for k, v in value.items() if v is not None) or None
         click.echo(f"{key:20} {value if value is not None else '-'}")
+    click.echo(f"{'runtime':20} {probed.runtime} ({probed.runtime_reason})")
     click.echo("sources:")
     for name, source in sorted(facts.sources.items()):
         state = "ok" if source.available else f"absent: {source.reason}"

@@ -2,16 +2,22 @@
 
 One thread owns every slot record and runs every step, so no step races another. The MQTT
 thread only drops desired documents into an inbox; the HTTP threads only read the registry and
-the readiness flag. A slot moves downloading → validating → serving; a failure leaves it
-``failed`` with ``last_error`` while the version it had (if any) keeps serving.
+the readiness flag; a telemetry thread only samples the registry and metrics, so a long engine
+build on the loop thread never stops telemetry. A slot moves downloading → building (only when
+its engine is neither cached nor in the fleet store) → validating → serving; a failure leaves it
+``failed`` with ``last_error`` while the version it had (if any) keeps serving. Each slot reports
+its engine: key, runtime, where it came from, its tuning tag and whether that tag matches the
+device's current power mode.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import logging
 import queue
 import signal
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -20,11 +26,16 @@ from types import FrameType
 from typing import Any
 
 from agent.downloader import Downloader, model_path
+from agent.engines.cache import EngineCache
+from agent.engines.identity import IdentityError, identify, tuning_matches, tuning_tag
+from agent.engines.resolver import EngineResolver, Resolved
+from agent.engines.store_client import StoreClient
 from agent.errors import AgentError, ModelLoadError, PermanentError
-from agent.facts import probe_facts
+from agent.facts import probe
 from agent.host_stats import host_load
 from agent.metrics import Metrics
 from agent.mqtt_link import MqttLink
+from agent.power import Apply, PowerControl, PowerError, Refuse
 from agent.reconcile import Actual, ActualSlot, Download, Step, Unload, plan
 from agent.registry import ModelRegistry, ServedModel
 from agent.runtime import ModelLoader, warm_up
@@ -53,6 +64,9 @@ RETRY_S = 15.0
 TICK_S = 0.25
 """Longest the loop waits before it looks at the stop flag again."""
 
+POWER_CHECK_S = 30.0
+"""How often a real Jetson's power mode is read again (a change triggers retuning)."""
+
 
 def agent_version() -> str:
     """The installed jetfleet distribution's version."""
@@ -79,13 +93,22 @@ class SlotRecord:
     failed_sha256: str | None = None
     retry: bool = False
     updated_at: datetime = field(default_factory=_now)
+    engine: Resolved | None = None
+    runtime: str | None = None
+    retune_failed: bool = False
 
     def status(self) -> SlotStatus:
+        engine = self.engine
         return SlotStatus(
             name=self.name,
             desired_version=self.desired_version,
             active_version=self.active_version,
             phase=self.phase,
+            engine_key=engine.key if engine else None,
+            runtime=self.runtime if engine else None,
+            engine_source=engine.source if engine else None,
+            tuning_tag=engine.manifest.tuning.label() if engine else None,
+            tuning_matches=engine.tuning_matches if engine else None,
             last_error=self.last_error,
             updated_at=self.updated_at,
         )
@@ -95,17 +118,27 @@ class AgentDaemon:
     """One gateway agent: ``run()`` blocks until ``request_stop()``."""
 
     def __init__(
-        self, settings: AgentSettings, facts: DeviceFacts, loader: ModelLoader = load_ort
+        self,
+        settings: AgentSettings,
+        facts: DeviceFacts,
+        loader: ModelLoader | None = None,
+        runtime: str = "onnxruntime",
     ) -> None:
         self._settings = settings
         self._device_id = settings.require_device_id()
         self._facts = facts
-        self._loader = loader
+        self._runtime = runtime
+        self._loader = loader or _loader_for(runtime)
+        self._power = PowerControl()
+        self._watch_power = facts.jetson is not None and not facts.simulated
+        self._next_power_check = time.monotonic() + POWER_CHECK_S
         self._state_dir = settings.state_dir
         self._version = agent_version()
         self._boot = uuid.uuid4().hex
         self._telemetry_seq = 0
         self._event_seq = 0
+        self._event_lock = threading.Lock()
+        self._telemetry_stop = threading.Event()
         self._inbox: queue.Queue[DesiredState] = queue.Queue()
         self._stopping = False
         self._ready = False
@@ -122,6 +155,22 @@ class AgentDaemon:
         app = create_app(self.registry, self.metrics, lambda: self._ready, self._version)
         self._server = ServingServer(app, host, port)
         self._downloader = Downloader(self._state_dir, base_url=settings.controller_url)
+        self._store = StoreClient(settings.controller_url) if settings.controller_url else None
+        self.engines = EngineCache(
+            self._state_dir / "engines",
+            settings.engine_cache_mib * 1024 * 1024,
+            on_corrupt=lambda key, reason: self._event("error", None, reason, engine_key=key),
+        )
+        self._resolver = EngineResolver(
+            self.engines,
+            self._store,
+            self._device_id,
+            build_timeout_s=settings.build_timeout_s,
+            lease_ttl_s=settings.build_lease_s,
+            emit=self._event,
+            dla_cores=facts.jetson.dla_cores if facts.jetson else None,
+            cancelled=lambda: self._stopping,
+        )
         broker_host, broker_port = settings.broker
         self._link = MqttLink(
             broker_host,
@@ -155,12 +204,20 @@ class AgentDaemon:
                 self._accept(kept, from_broker=False)
             self._last_reported = self.reported()
             self._link.start()
-            self._loop()
+            telemetry = threading.Thread(target=self._telemetry_loop, name="telemetry", daemon=True)
+            telemetry.start()
+            try:
+                self._loop()
+            finally:
+                self._telemetry_stop.set()
+                telemetry.join(10)
         finally:
             self._link.stop()
             self._server.stop()
             self.registry.close_all()
             self._downloader.close()
+            if self._store is not None:
+                self._store.close()
             log.info("agent %s stopped", self._device_id)
 
     # --- the loop -----------------------------------------------------------------------------
@@ -170,27 +227,32 @@ class AgentDaemon:
         if self._last_reported is not None:
             self._link.publish_reported(self._last_reported)
 
-    def _loop(self) -> None:
+    def _telemetry_loop(self) -> None:
+        """Runs on its own thread: samples and publishes until the agent stops."""
         interval = self._settings.telemetry_interval_s
         host_load()
         last_sample = time.monotonic()
+        while not self._telemetry_stop.wait(max(0.0, last_sample + interval - time.monotonic())):
+            now = time.monotonic()
+            self._publish_telemetry(now - last_sample)
+            last_sample = now
+
+    def _loop(self) -> None:
         while not self._stopping:
-            due = last_sample + interval
+            wait = TICK_S
             if self._next_retry is not None:
-                due = min(due, self._next_retry)
-            wait = min(TICK_S, max(0.0, due - time.monotonic()))
+                wait = min(wait, max(0.0, self._next_retry - time.monotonic()))
             try:
                 desired = self._inbox.get(timeout=wait)
             except queue.Empty:
                 desired = None
             if desired is not None:
                 self._accept(desired, from_broker=True)
-            now = time.monotonic()
-            if self._next_retry is not None and now >= self._next_retry:
+            if self._next_retry is not None and time.monotonic() >= self._next_retry:
                 self._reconcile()
-            if now - last_sample >= interval:
-                self._publish_telemetry(now - last_sample)
-                last_sample = now
+            if self._watch_power and time.monotonic() >= self._next_power_check:
+                self._next_power_check = time.monotonic() + POWER_CHECK_S
+                self._check_power_mode()
 
     def _accept(self, desired: DesiredState, from_broker: bool) -> None:
         first_from_broker = from_broker and not self._heard_broker
@@ -215,7 +277,14 @@ class AgentDaemon:
     def _actual(self) -> Actual:
         return Actual(
             slots={
-                r.name: ActualSlot(r.name, r.active_version, r.active_sha256, r.failed_sha256)
+                r.name: ActualSlot(
+                    r.name,
+                    r.active_version,
+                    r.active_sha256,
+                    r.failed_sha256,
+                    tuning_matches=r.engine.tuning_matches if r.engine else None,
+                    retune_failed=r.retune_failed,
+                )
                 for r in self._records.values()
             },
             downloaded=downloaded(self._state_dir),
@@ -243,6 +312,8 @@ class AgentDaemon:
         try:
             if isinstance(step, Download):
                 self._download(step.slot)
+            elif step.retune:
+                self._retune(step.slot)
             else:
                 self._load(step.slot)
         except AgentError as exc:
@@ -253,6 +324,7 @@ class AgentDaemon:
 
     def _unload(self, name: str) -> None:
         self._records.pop(name, None)
+        self.engines.unpin(name)
         entry = self.registry.remove(name)
         if entry is not None:
             entry.drain_and_close()
@@ -265,12 +337,78 @@ class AgentDaemon:
         path = self._downloader.fetch(slot.artifact)
         self._event("download_done", slot.name, f"downloaded {path.name}", size=slot.artifact.size)
 
-    def _load(self, slot: ModelSlot) -> None:
-        self._set_phase(slot, SlotPhase.VALIDATING)
-        model = self._loader(
+    # --- power mode and tuning ------------------------------------------------------------
+
+    def _apply_power_mode(self, slot: ModelSlot) -> None:
+        """Switch nvpmodel to the slot's power mode when the config allows it (no reboot)."""
+        try:
+            action = self._power.ensure(slot.delegate, self._facts)
+        except PowerError as exc:
+            self._event("error", slot.name, f"power mode not applied: {exc}")
+            return
+        if isinstance(action, Refuse):
+            self._event("error", slot.name, action.reason)
+        elif isinstance(action, Apply):
+            log.info("%s", action.reason)
+            self._refresh_power_mode()
+
+    def _refresh_power_mode(self) -> bool:
+        """Re-read nvpmodel; True when the mode changed (facts and tuning flags updated)."""
+        jetson = self._facts.jetson
+        mode = self._power.current()
+        if jetson is None or mode is None:
+            return False
+        if (jetson.power_mode, jetson.power_mode_id) == (mode.name, mode.id):
+            return False
+        jetson = jetson.model_copy(update={"power_mode": mode.name, "power_mode_id": mode.id})
+        self._facts = self._facts.model_copy(update={"jetson": jetson})
+        now = tuning_tag(self._facts)
+        for record in self._records.values():
+            record.retune_failed = False
+            if record.engine is not None:
+                matches = tuning_matches(record.engine.manifest.tuning, now)
+                record.engine = dataclasses.replace(record.engine, tuning_matches=matches)
+        log.info("power mode is now %s (%d)", mode.name, mode.id)
+        return True
+
+    def _check_power_mode(self) -> None:
+        if self._refresh_power_mode():
+            self._update()
+            self._reconcile()
+
+    def _retune(self, slot: ModelSlot) -> None:
+        """Find or build an engine tuned under the current conditions; keep serving meanwhile."""
+        record = self._records[slot.name]
+        try:
+            self._load(slot, retune=True)
+        except AgentError as exc:
+            record.retune_failed = True
+            record.phase = SlotPhase.SERVING
+            record.last_error = f"retuning for the current power mode failed: {exc}"
+            self._update()
+            self._event("error", slot.name, record.last_error)
+
+    def _resolve(self, slot: ModelSlot, retune: bool = False) -> Resolved:
+        """The engine of ``slot`` on this device (cache, store, or a build in a child)."""
+        if slot.delegate.power_mode is not None and self._watch_power:
+            self._apply_power_mode(slot)
+        try:
+            identity = identify(self._runtime, self._facts, slot.artifact.sha256, slot.delegate)
+        except IdentityError as exc:
+            raise ModelLoadError(f"cannot name the engine: {exc}") from exc
+        return self._resolver.resolve(
+            slot.name,
             model_path(self._state_dir, slot.artifact.sha256),
-            intra_op_threads=slot.serving.intra_op_threads,
+            identity,
+            slot.delegate,
+            on_building=lambda: self._set_phase(slot, SlotPhase.BUILDING),
+            retune=retune,
         )
+
+    def _load(self, slot: ModelSlot, retune: bool = False) -> None:
+        engine = self._resolve(slot, retune=retune)
+        self._set_phase(slot, SlotPhase.VALIDATING)
+        model = self._loader(engine.path, intra_op_threads=slot.serving.intra_op_threads)
         try:
             warm_up(model)
         except AgentError as exc:
@@ -281,6 +419,10 @@ class AgentDaemon:
         )
         old = self.registry.swap(entry)
         record = self._records[slot.name]
+        previous = record.engine.key if record.engine else None
+        self.engines.pin(slot.name, active=engine.key, rollback=previous)
+        record.engine = engine
+        record.runtime = self._runtime
         record.active_version = slot.version
         record.active_sha256 = slot.artifact.sha256
         record.last_error = None
@@ -292,6 +434,8 @@ class AgentDaemon:
             f"{slot.name} now serves {slot.version}",
             from_version=old.version if old else None,
             to_version=slot.version,
+            engine_key=engine.key,
+            engine_source=engine.source,
         )
         if old is not None:
             old.drain_and_close()
@@ -340,10 +484,13 @@ class AgentDaemon:
         self._link.publish_reported(self._last_reported)
 
     def _event(self, kind: EventKind, slot: str | None, message: str, **data: Any) -> None:
-        self._event_seq += 1
+        """Publish an Event; called from the loop, builder-output and store threads alike."""
+        with self._event_lock:
+            self._event_seq += 1
+            seq = self._event_seq
         event = Event(
             device_id=self._device_id,
-            event_id=f"{self._device_id}:{self._boot}:e{self._event_seq}",
+            event_id=f"{self._device_id}:{self._boot}:e{seq}",
             ts=_now(),
             kind=kind,
             slot=slot,
@@ -368,10 +515,19 @@ class AgentDaemon:
         self._link.publish_telemetry(sample)
 
 
+def _loader_for(runtime: str) -> ModelLoader:
+    if runtime == "tensorrt":
+        from agent.runtime_trt import load_trt
+
+        return load_trt
+    return load_ort
+
+
 def run_agent(settings: AgentSettings) -> None:
-    """Probe facts and run the agent until SIGINT or SIGTERM."""
-    facts = probe_facts(simulated_profile=settings.simulated_profile)
-    daemon = AgentDaemon(settings, facts)
+    """Probe facts, choose the runtime, and run the agent until SIGINT or SIGTERM."""
+    probed = probe(simulated_profile=settings.simulated_profile, runtime=settings.runtime)
+    log.info("runtime %s: %s", probed.runtime, probed.runtime_reason)
+    daemon = AgentDaemon(settings, probed.facts, runtime=probed.runtime)
 
     def _stop(signum: int, frame: FrameType | None) -> None:
         log.info("signal %d: stopping", signum)

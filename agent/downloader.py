@@ -3,7 +3,7 @@
 Layout under the state directory: ``downloads/<sha>.part`` while bytes arrive (kept across
 restarts so the next attempt resumes with ``Range: bytes=<n>-``), ``models/<sha>.onnx`` once the
 size and sha256 match. Bytes that do not match are deleted: nothing half-written stays behind.
-This is the only module that imports httpx.
+This and agent.engines.store_client (the engine store) are the modules that import httpx.
 """
 
 from __future__ import annotations

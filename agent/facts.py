@@ -1,25 +1,40 @@
-"""Probe what this gateway is (DeviceFacts); sources that were not probed say why.
+"""Probe what this gateway is (DeviceFacts) and which runtime it builds and serves with.
 
-Files are read below ``root`` so tests can point the probe at a fixture tree. Jetson, TensorRT and
-NVML probing arrive in a later issue: until then they are reported absent with the real reason,
-never with invented values. A simulated profile (demo only) overlays hardware facts and marks the
-result ``simulated``.
+Host facts (OS, CPU, memory, ONNX Runtime) are read below ``root`` so tests can point the probe at
+a fixture tree; hardware facts (Jetson, GPU, TensorRT) come from
+:func:`agent.hardware.probe.probe_hardware`, whose every source is optional and says why when it
+is absent. A simulated profile (demo only) overlays the hardware facts, marks the result
+``simulated`` and says so in the overlaid sources. The runtime choice always follows the REAL
+hardware: a simulated Orin on a CPU host still builds and serves with ONNX Runtime.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import platform
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
+from agent.hardware.commands import Runner, default_runner
+from agent.hardware.probe import HardwareFacts, RuntimeSetting, choose_runtime, probe_hardware
 from agent.sim_profiles import PROFILES
+from shared.delegate import Runtime
 from shared.messages import DeviceFacts, FactSource
 
-NVML_REASON = "NVML not probed yet (arrives with the GPU facts issue)"
+SIMULATED_SOURCES = ("jetson", "tensorrt", "nvml", "cuda", "nvpmodel", "jetson_clocks")
+
+
+@dataclass(frozen=True)
+class Probed:
+    """The device's facts, the real hardware behind them, and the runtime they imply."""
+
+    facts: DeviceFacts
+    hardware: HardwareFacts
+    runtime: Runtime
+    runtime_reason: str
 
 
 def _read(root: Path, relative: str) -> str | None:
@@ -54,31 +69,6 @@ def _cpu_model(root: Path) -> str | None:
     return platform.processor() or None
 
 
-def _jetson_source(root: Path) -> FactSource:
-    release = root / "etc/nv_tegra_release"
-    if not release.is_file():
-        return FactSource(available=False, reason=f"{release} not found: not a Jetson")
-    return FactSource(
-        available=False,
-        reason=f"{release} found but Jetson probing is not implemented yet (later issue)",
-    )
-
-
-def _tensorrt_source() -> FactSource:
-    try:
-        spec = importlib.util.find_spec("tensorrt")
-    except (ImportError, ValueError) as exc:
-        return FactSource(available=False, reason=f"tensorrt not importable: {exc}")
-    if spec is None:
-        return FactSource(
-            available=False, reason="tensorrt not importable: No module named 'tensorrt'"
-        )
-    return FactSource(
-        available=False,
-        reason="tensorrt is installed but not probed yet (arrives with the TensorRT runtime)",
-    )
-
-
 def _distribution_version(name: str) -> str | None:
     try:
         return importlib.metadata.version(name)
@@ -86,8 +76,7 @@ def _distribution_version(name: str) -> str | None:
         return None
 
 
-def probe_facts(root: Path = Path("/"), simulated_profile: str | None = None) -> DeviceFacts:
-    """Probe the host below ``root``; overlay ``simulated_profile`` when given."""
+def _host_facts(root: Path, hw: HardwareFacts) -> DeviceFacts:
     os_name, os_source = _os_name(root)
     ort_version = _distribution_version("onnxruntime")
     sources = {
@@ -96,11 +85,9 @@ def probe_facts(root: Path = Path("/"), simulated_profile: str | None = None) ->
         "onnxruntime": FactSource(available=True)
         if ort_version
         else FactSource(available=False, reason="onnxruntime is not installed"),
-        "jetson": _jetson_source(root),
-        "tensorrt": _tensorrt_source(),
-        "nvml": FactSource(available=False, reason=NVML_REASON),
+        **hw.sources,
     }
-    facts = DeviceFacts(
+    return DeviceFacts(
         hostname=socket.gethostname(),
         os=os_name,
         arch=platform.machine(),
@@ -109,25 +96,50 @@ def probe_facts(root: Path = Path("/"), simulated_profile: str | None = None) ->
         memory_total_bytes=int(psutil.virtual_memory().total),
         python_version=platform.python_version(),
         onnxruntime_version=ort_version,
+        tensorrt_version=hw.tensorrt_version,
+        jetson=hw.jetson,
+        gpu=hw.gpu,
         sources=sources,
     )
-    if simulated_profile is None:
-        return facts
-    profile = PROFILES[simulated_profile]
+
+
+def simulate(facts: DeviceFacts, profile_name: str) -> DeviceFacts:
+    """``facts`` with the hardware of simulated profile ``profile_name``, labelled as such."""
+    profile = PROFILES[profile_name]
     why = f"simulated profile {profile.name!r} ({profile.description}): not probed"
-    simulated_sources = {
-        **sources,
-        "jetson": FactSource(available=False, reason=why),
-        "tensorrt": FactSource(available=False, reason=why),
-        "nvml": FactSource(available=False, reason=why),
-    }
+    overlaid = {name: FactSource(available=False, reason=why) for name in SIMULATED_SOURCES}
     return facts.model_copy(
         update={
             "jetson": profile.jetson,
             "gpu": profile.gpu,
             "tensorrt_version": profile.tensorrt_version,
-            "sources": simulated_sources,
+            "sources": {**facts.sources, **overlaid},
             "simulated": True,
             "profile": profile.name,
         }
     )
+
+
+def probe(
+    root: Path = Path("/"),
+    simulated_profile: str | None = None,
+    runtime: RuntimeSetting = "auto",
+    run: Runner = default_runner,
+) -> Probed:
+    """Probe the host below ``root``; SettingsError when ``runtime`` cannot be honoured."""
+    hw = probe_hardware(root, run)
+    chosen, reason = choose_runtime(hw, runtime)
+    facts = _host_facts(root, hw)
+    if simulated_profile is not None:
+        facts = simulate(facts, simulated_profile)
+        reason = f"{reason} (the simulated profile does not change the runtime)"
+    return Probed(facts=facts, hardware=hw, runtime=chosen, runtime_reason=reason)
+
+
+def probe_facts(
+    root: Path = Path("/"), simulated_profile: str | None = None, run: Runner = default_runner
+) -> DeviceFacts:
+    """Only the facts of :func:`probe` (the runtime left to decide later)."""
+    hw = probe_hardware(root, run)
+    facts = _host_facts(root, hw)
+    return simulate(facts, simulated_profile) if simulated_profile is not None else facts

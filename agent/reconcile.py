@@ -3,7 +3,9 @@
 A slot needs work when the model serving under its name is not the desired version and
 artifact. Its steps are a download (only when the verified file is not on disk yet) and a load
 (which includes validation and the swap). A slot whose artifact failed permanently is left alone
-until a new desired document arrives; a name no longer desired is unloaded.
+until a new desired document arrives; a name no longer desired is unloaded. A serving slot whose
+engine was tuned under another power mode gets a retuning load (it keeps serving meanwhile),
+unless retuning it already failed.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ class ActualSlot:
     active_sha256: str | None = None
     failed_sha256: str | None = None
     """Artifact that failed permanently under the current desired document."""
+    tuning_matches: bool | None = None
+    """False while the active engine was tuned under another power mode than the current one."""
+    retune_failed: bool = False
+    """A retuning build failed for the current conditions; do not try again until they change."""
 
 
 @dataclass(frozen=True)
@@ -43,9 +49,14 @@ class Download:
 
 @dataclass(frozen=True)
 class Load:
-    """Load, warm up and swap in the slot's model (the old version serves until then)."""
+    """Load, warm up and swap in the slot's model (the old version serves until then).
+
+    ``retune``: the model is current but its engine was tuned under other conditions; find or
+    build one tuned under the current ones.
+    """
 
     slot: ModelSlot
+    retune: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,8 @@ def plan(desired: DesiredState, actual: Actual) -> list[Step]:
     for slot in desired.slots:
         have = actual.slots.get(slot.name)
         if _is_current(slot, have):
+            if have is not None and have.tuning_matches is False and not have.retune_failed:
+                steps.append(Load(slot, retune=True))
             continue
         if have is not None and have.failed_sha256 == slot.artifact.sha256:
             continue

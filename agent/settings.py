@@ -69,8 +69,19 @@ class AgentSettings(BaseSettings):
         default="127.0.0.1:8000",
         description="HOST:PORT the KServe v2 REST server binds (port 0 = any free port).",
     )
-    runtime: Literal["onnxruntime"] = Field(
-        default="onnxruntime", description="Inference runtime (TensorRT arrives later)."
+    runtime: Literal["auto", "onnxruntime", "tensorrt"] = Field(
+        default="auto",
+        description="Inference runtime: auto = TensorRT where it imports and a CUDA device "
+        "answers, else ONNX Runtime; JETFLEET_RUNTIME overrides.",
+    )
+    engine_cache_mib: int = Field(
+        default=2048, gt=0, description="Size bound of the local engine cache (LRU eviction)."
+    )
+    build_timeout_s: float = Field(
+        default=3600.0, gt=0, description="A local engine build is killed after this long."
+    )
+    build_lease_s: float = Field(
+        default=900.0, gt=0, description="How long this device holds a fleet build lease."
     )
     topic_prefix: str = Field(default=DEFAULT_PREFIX, description="MQTT topic prefix.")
     telemetry_interval_s: float = Field(

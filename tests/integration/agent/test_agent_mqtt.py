@@ -198,6 +198,7 @@ def test_agent_serves_reports_and_keeps_the_old_version_when_an_update_fails(
         assert "ignored malformed desired document" in caplog.text
         assert "field generation" in caplog.text
         observer.publish_desired(desired(1, "1", v1))
+        observer.wait_for(ReportedState, slot_is(SlotPhase.BUILDING, "1"), "engine building")
         reported = observer.wait_for(
             ReportedState, slot_is(SlotPhase.SERVING, "1"), "classifier 1 serving"
         )
@@ -205,6 +206,17 @@ def test_agent_serves_reports_and_keeps_the_old_version_when_an_update_fails(
         assert reported.labels == {"site": "lab"}
         assert reported.serve_url is not None
         assert reported.slots[0].active_version == "1"
+        engine = reported.slots[0]
+        assert (engine.runtime, engine.engine_source) == ("onnxruntime", "built")
+        assert engine.engine_key is not None
+        assert engine.tuning_matches is True
+        assert engine.tuning_tag == "default"
+        observer.wait_for(
+            Event,
+            lambda e: e.kind == "build_done" and e.data["engine_key"] == engine.engine_key,
+            "build_done event",
+        )
+        assert (tmp_path / "engines" / f"{engine.engine_key}.engine").is_file()
         assert httpx.get(f"{reported.serve_url}/v2/health/ready").status_code == 200
         assert infer(reported.serve_url)["model_version"] == "1"
 

@@ -78,3 +78,13 @@ def test_same_version_with_different_bytes_is_reloaded() -> None:
 def test_empty_desired_unloads_everything() -> None:
     actual = Actual(slots={"a": ActualSlot("a", "1", SHA_A1), "b": ActualSlot("b", "1", SHA_B1)})
     assert plan(desired(), actual) == [Unload("a"), Unload("b")]
+
+
+def test_an_engine_tuned_under_another_power_mode_is_retuned_once() -> None:
+    a = slot("cls", "1", SHA_A1)
+    mistuned = ActualSlot("cls", "1", SHA_A1, tuning_matches=False)
+    assert plan(desired(a), Actual(slots={"cls": mistuned})) == [Load(a, retune=True)]
+    gave_up = ActualSlot("cls", "1", SHA_A1, tuning_matches=False, retune_failed=True)
+    assert plan(desired(a), Actual(slots={"cls": gave_up})) == []
+    tuned = ActualSlot("cls", "1", SHA_A1, tuning_matches=True)
+    assert plan(desired(a), Actual(slots={"cls": tuned})) == []

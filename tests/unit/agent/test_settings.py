@@ -47,7 +47,7 @@ def test_file_values_are_read_and_env_wins(tmp_path: Path, monkeypatch: pytest.M
 def test_defaults_without_file(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JETFLEET_DEVICE_ID", "gw-1")
     s = load_settings(None)
-    assert (s.runtime, s.telemetry_interval_s, s.controller_url) == ("onnxruntime", 10.0, None)
+    assert (s.runtime, s.telemetry_interval_s, s.controller_url) == ("auto", 10.0, None)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,314 @@
+"""Engine resolution on a device: local cache → controller store → build under a lease → upload.
+
+``resolve`` answers the engine file for one slot and where it came from (``cached``, ``pulled``,
+``built``). When twins need the same engine at once, only the one granted the store's build
+lease builds; the others poll the store for the manifest with a growing delay and pull it, or,
+once the lease expired (its holder died), ask for the lease again. The builder renews its lease
+while it builds, so a long build is not mistaken for a dead one. Without a store (no controller
+URL, or the controller unreachable) the device builds on its own and keeps the engine locally.
+
+A store manifest whose tuning differs from the device's current conditions is still used (it is
+valid) unless ``retune`` is asked: then the device builds an engine under its own conditions and
+keeps it locally, since the store holds one manifest per engine key (see the issue 3 report).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from agent.engines.build_protocol import BuildRequest
+from agent.engines.build_runner import BUILDERS, BuildFailed, BuildOutcome, run_build
+from agent.engines.cache import CacheHit, EngineCache, sha256_file
+from agent.engines.identity import EngineIdentity, tuning_matches
+from agent.engines.store_client import StoreClient, StoreConflict, StoreUnavailable
+from agent.errors import AgentError
+from shared.delegate import DelegateConfig
+from shared.engines import EngineManifest, LeaseOut
+
+log = logging.getLogger(__name__)
+
+Source = Literal["cached", "pulled", "built"]
+Emit = Callable[..., None]
+"""``emit(kind, slot, message, **data)``: publishes an Event (the daemon's ``_event``)."""
+
+POLL_MIN_S = 0.2
+POLL_MAX_S = 5.0
+PROGRESS_EVERY_S = 1.0
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The engine a slot will load, and how this device got it."""
+
+    path: Path
+    manifest: EngineManifest
+    source: Source
+    tuning_matches: bool
+
+    @property
+    def key(self) -> str:
+        return self.manifest.engine_key
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _no_event(kind: str, slot: str | None, message: str, **data: Any) -> None:
+    log.info("%s %s: %s %s", kind, slot, message, data)
+
+
+class _LeaseKeeper:
+    """Renews a granted build lease every third of its lifetime until stopped."""
+
+    def __init__(self, store: StoreClient, key: str, device_id: str, ttl_s: float) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(store, key, device_id, ttl_s), daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, store: StoreClient, key: str, device_id: str, ttl_s: float) -> None:
+        while not self._stop.wait(ttl_s / 3):
+            try:
+                store.lease(key, device_id, ttl_s)
+            except AgentError as exc:
+                log.warning("could not renew the build lease on %s: %s", key[:12], exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+class EngineResolver:
+    """Resolves engines for one device; one instance per agent."""
+
+    def __init__(
+        self,
+        cache: EngineCache,
+        store: StoreClient | None,
+        device_id: str,
+        *,
+        build_timeout_s: float = 3600.0,
+        lease_ttl_s: float = 900.0,
+        emit: Emit = _no_event,
+        builders: Mapping[str, str] = BUILDERS,
+        dla_cores: int | None = None,
+        cancelled: Callable[[], bool] = lambda: False,
+        sleep: Callable[[float], None] = time.sleep,
+        wall_clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.cache = cache
+        self._store = store
+        self._device_id = device_id
+        self._build_timeout_s = build_timeout_s
+        self._lease_ttl_s = lease_ttl_s
+        self._emit = emit
+        self._builders = builders
+        self._dla_cores = dla_cores
+        self._cancelled = cancelled
+        self._sleep = sleep
+        self._wall = wall_clock
+
+    def _resolved(self, hit: CacheHit, source: Source, identity: EngineIdentity) -> Resolved:
+        return Resolved(
+            path=hit.path,
+            manifest=hit.manifest,
+            source=source,
+            tuning_matches=tuning_matches(hit.manifest.tuning, identity.tuning),
+        )
+
+    def resolve(
+        self,
+        slot: str,
+        onnx_path: Path,
+        identity: EngineIdentity,
+        config: DelegateConfig,
+        on_building: Callable[[], None] | None = None,
+        retune: bool = False,
+    ) -> Resolved:
+        """The engine of ``identity`` for ``slot``; BuildFailed (or a store error) when none."""
+        key = identity.key
+        hit = self.cache.get(key)
+        if hit is not None and not (
+            retune and not tuning_matches(hit.manifest.tuning, identity.tuning)
+        ):
+            return self._resolved(hit, "cached", identity)
+        store = self._store
+        while store is not None:
+            try:
+                manifest = store.get_manifest(key)
+                if manifest is not None and not (
+                    retune and not tuning_matches(manifest.tuning, identity.tuning)
+                ):
+                    return self._pull(store, manifest, identity)
+                if retune and manifest is not None:
+                    break
+                lease = store.lease(key, self._device_id, self._lease_ttl_s)
+            except StoreUnavailable as exc:
+                log.warning("engine store unavailable, building %s here: %s", key[:12], exc)
+                break
+            if lease.granted:
+                return self._build(slot, onnx_path, identity, config, on_building, store)
+            log.info(
+                "engine %s is being built by %s until %s; waiting to pull it",
+                key[:12],
+                lease.holder,
+                lease.expires_at.isoformat(),
+            )
+            pulled = self._wait_for(store, lease, identity)
+            if pulled is not None:
+                return pulled
+        return self._build(slot, onnx_path, identity, config, on_building, None)
+
+    # --- store --------------------------------------------------------------------------------
+
+    def _pull(
+        self, store: StoreClient, manifest: EngineManifest, identity: EngineIdentity
+    ) -> Resolved:
+        scratch = self.cache.scratch(f"{manifest.engine_key}.pull")
+        store.download(manifest.sha256, manifest.size, scratch)
+        hit = self.cache.put(scratch, manifest, origin="pulled")
+        log.info("pulled engine %s built by %s", manifest.engine_key[:12], manifest.built_by)
+        return self._resolved(hit, "pulled", identity)
+
+    def _wait_for(
+        self, store: StoreClient, lease: LeaseOut, identity: EngineIdentity
+    ) -> Resolved | None:
+        """Poll for the manifest until it appears (pull) or the lease expires (None)."""
+        delay = POLL_MIN_S
+        while not self._cancelled():
+            manifest = store.get_manifest(lease.engine_key)
+            if manifest is not None:
+                return self._pull(store, manifest, identity)
+            left = (lease.expires_at - self._wall()).total_seconds()
+            if left <= 0:
+                log.info("build lease of %s on %s expired", lease.holder, lease.engine_key[:12])
+                return None
+            self._sleep(min(delay, left))
+            delay = min(delay * 1.5, POLL_MAX_S)
+        raise BuildFailed("waiting for another device's build cancelled: the agent is stopping", [])
+
+    # --- build --------------------------------------------------------------------------------
+
+    def _build(
+        self,
+        slot: str,
+        onnx_path: Path,
+        identity: EngineIdentity,
+        config: DelegateConfig,
+        on_building: Callable[[], None] | None,
+        store: StoreClient | None,
+    ) -> Resolved:
+        key = identity.key
+        if on_building is not None:
+            on_building()
+        keeper = _LeaseKeeper(store, key, self._device_id, self._lease_ttl_s) if store else None
+        try:
+            outcome = self._run_builder(slot, onnx_path, identity, config)
+        except BuildFailed:
+            if keeper is not None:
+                keeper.stop()
+                self._release(store, key)
+            raise
+        if keeper is not None:
+            keeper.stop()
+        size, sha = sha256_file(outcome.output)
+        manifest = EngineManifest(
+            engine_key=key,
+            sha256=sha,
+            size=size,
+            validity=identity.validity,
+            content=identity.content,
+            tuning=identity.tuning,
+            built_by=self._device_id,
+            build_seconds=round(outcome.seconds, 3),
+            created_at=self._wall(),
+        )
+        hit = self.cache.put(outcome.output, manifest, origin="built")
+        self._emit(
+            "build_done",
+            slot,
+            f"built {identity.runtime} engine {key[:12]} in {outcome.seconds:.1f} s",
+            engine_key=key,
+            runtime=identity.runtime,
+            seconds=round(outcome.seconds, 3),
+            peak_rss_mib=round(outcome.peak_rss_bytes / (1024 * 1024), 1),
+        )
+        if store is not None:
+            self._upload(store, hit, manifest)
+        return self._resolved(hit, "built", identity)
+
+    def _run_builder(
+        self, slot: str, onnx_path: Path, identity: EngineIdentity, config: DelegateConfig
+    ) -> BuildOutcome:
+        key = identity.key
+        request = BuildRequest(
+            onnx_path=onnx_path,
+            output_path=self.cache.scratch(f"{key}.build"),
+            config=config,
+            timing_cache_path=self.cache.timing_cache_path(identity.validity)
+            if config.timing_cache
+            else None,
+            dla_cores=self._dla_cores,
+        )
+        self._emit(
+            "build_started",
+            slot,
+            f"building {identity.runtime} engine {key[:12]}",
+            engine_key=key,
+            runtime=identity.runtime,
+        )
+        last = [0.0, -100.0]
+
+        def progress(percent: float, message: str) -> None:
+            now = time.monotonic()
+            if percent < 100 and now - last[0] < PROGRESS_EVERY_S and percent - last[1] < 10:
+                return
+            last[:] = [now, percent]
+            self._emit("build_progress", slot, message, engine_key=key, percent=round(percent, 1))
+
+        try:
+            return run_build(
+                self._builders[identity.runtime],
+                request,
+                self._build_timeout_s,
+                on_progress=progress,
+                cancelled=self._cancelled,
+            )
+        except BuildFailed as exc:
+            self._emit(
+                "build_failed",
+                slot,
+                str(exc),
+                engine_key=key,
+                runtime=identity.runtime,
+                error_lines=exc.lines,
+            )
+            raise
+
+    def _upload(self, store: StoreClient, hit: CacheHit, manifest: EngineManifest) -> None:
+        try:
+            store.upload(hit.path, manifest.sha256)
+            store.put_manifest(manifest)
+        except StoreConflict as exc:
+            log.warning("kept engine %s locally: %s", manifest.engine_key[:12], exc)
+            self._release(store, manifest.engine_key)
+        except AgentError as exc:
+            log.warning("could not share engine %s: %s", manifest.engine_key[:12], exc)
+            self._release(store, manifest.engine_key)
+
+    def _release(self, store: StoreClient | None, key: str) -> None:
+        if store is None:
+            return
+        try:
+            store.release(key, self._device_id)
+        except AgentError as exc:
+            log.warning("could not release the build lease on %s: %s", key[:12], exc)

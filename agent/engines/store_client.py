@@ -1,0 +1,165 @@
+"""HTTP client of the controller's engine store (the contract in shared.engines).
+
+``GET/PUT /api/v1/engines/{key}`` (manifests), ``POST/DELETE /api/v1/engines/{key}/lease``
+(who builds), ``POST /api/v1/artifacts`` and ``GET /api/v1/artifacts/{sha}`` (the bytes).
+httpx errors are translated here, once: :class:`StoreUnavailable` (transient: connection
+errors, timeouts, 5xx) and :class:`StoreRejected` (the store said no: a 4xx it should not give).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+from pydantic import ValidationError
+
+from agent.errors import IntegrityError, PermanentError, TransientError
+from shared.engines import ArtifactOut, EngineManifest, LeaseOut, LeaseRequest
+
+CHUNK = 1 << 20
+
+
+class StoreUnavailable(TransientError):
+    """The engine store cannot be reached right now; resolution goes on without it."""
+
+
+class StoreRejected(PermanentError):
+    """The engine store refused a request; the message has its answer."""
+
+
+class StoreConflict(StoreRejected):
+    """Another manifest is already stored under this engine key (PUT answered 409)."""
+
+
+def _file_chunks(path: Path) -> Iterator[bytes]:
+    with path.open("rb") as f:
+        while chunk := f.read(CHUNK):
+            yield chunk
+
+
+class StoreClient:
+    """One controller's engine store; reuse an instance (it pools connections)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        transport: httpx.BaseTransport | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._client = httpx.Client(base_url=self.base_url, transport=transport, timeout=timeout_s)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _send(self, method: str, url: str, **kwargs: object) -> httpx.Response:
+        try:
+            response = self._client.request(method, url, **kwargs)  # type: ignore[arg-type]
+        except httpx.HTTPError as exc:
+            raise StoreUnavailable(
+                f"engine store at {self.base_url} unreachable ({method} {url}: {exc})"
+            ) from exc
+        if response.status_code >= 500:
+            raise StoreUnavailable(
+                f"engine store {method} {url} answered HTTP {response.status_code}"
+            )
+        return response
+
+    @staticmethod
+    def _reject(response: httpx.Response, what: str) -> StoreRejected:
+        return StoreRejected(f"{what}: HTTP {response.status_code} {response.text[:300]}")
+
+    def get_manifest(self, key: str) -> EngineManifest | None:
+        """The stored manifest of ``key``; None when the store has none."""
+        response = self._send("GET", f"/api/v1/engines/{key}")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise self._reject(response, f"GET engine {key[:12]}")
+        try:
+            return EngineManifest.model_validate_json(response.content)
+        except ValidationError as exc:
+            raise StoreRejected(f"engine store sent an invalid manifest for {key}: {exc}") from exc
+
+    def put_manifest(self, manifest: EngineManifest) -> None:
+        """Store ``manifest`` (this releases the key's build lease)."""
+        response = self._send(
+            "PUT",
+            f"/api/v1/engines/{manifest.engine_key}",
+            content=manifest.model_dump_json(),
+            headers={"Content-Type": "application/json"},
+        )
+        if response.status_code == 409:
+            raise StoreConflict(
+                f"engine store holds another manifest under {manifest.engine_key[:12]}"
+            )
+        if response.status_code not in (200, 201):
+            raise self._reject(response, f"PUT engine {manifest.engine_key[:12]}")
+
+    def lease(self, key: str, device_id: str, ttl_s: float) -> LeaseOut:
+        """Ask to be the device that builds ``key`` (granted, or who holds it until when)."""
+        body = LeaseRequest(device_id=device_id, ttl_s=ttl_s)
+        response = self._send(
+            "POST",
+            f"/api/v1/engines/{key}/lease",
+            content=body.model_dump_json(),
+            headers={"Content-Type": "application/json"},
+        )
+        if response.status_code != 200:
+            raise self._reject(response, f"lease on engine {key[:12]}")
+        try:
+            return LeaseOut.model_validate_json(response.content)
+        except ValidationError as exc:
+            raise StoreRejected(f"engine store sent an invalid lease answer: {exc}") from exc
+
+    def release(self, key: str, device_id: str) -> None:
+        """Give the build lease of ``key`` back (idempotent)."""
+        response = self._send(
+            "DELETE", f"/api/v1/engines/{key}/lease", params={"device_id": device_id}
+        )
+        if response.status_code not in (200, 204, 404):
+            raise self._reject(response, f"release of lease on {key[:12]}")
+
+    def upload(self, path: Path, sha256: str) -> ArtifactOut:
+        """Stream ``path`` to the artifact store, which verifies ``sha256``."""
+        response = self._send(
+            "POST",
+            "/api/v1/artifacts",
+            params={"sha256": sha256},
+            content=_file_chunks(path),
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        if response.status_code not in (200, 201):
+            raise self._reject(response, f"upload of {path.name}")
+        return ArtifactOut.model_validate_json(response.content)
+
+    def download(self, sha256: str, size: int, dest: Path) -> None:
+        """Fetch artifact ``sha256`` into ``dest`` (fsynced); IntegrityError on other bytes."""
+        digest = hashlib.sha256()
+        written = 0
+        url = f"/api/v1/artifacts/{sha256}"
+        try:
+            with self._client.stream("GET", url) as response:
+                if response.status_code >= 500:
+                    raise StoreUnavailable(f"GET {url} answered HTTP {response.status_code}")
+                if response.status_code != 200:
+                    raise StoreRejected(f"GET {url} answered HTTP {response.status_code}")
+                with dest.open("wb") as f:
+                    for chunk in response.iter_bytes(CHUNK):
+                        digest.update(chunk)
+                        written += len(chunk)
+                        f.write(chunk)
+                    f.flush()
+                    os.fsync(f.fileno())
+        except httpx.HTTPError as exc:
+            dest.unlink(missing_ok=True)
+            raise StoreUnavailable(f"download of engine {sha256[:12]} failed: {exc}") from exc
+        if (written, digest.hexdigest()) != (size, sha256):
+            dest.unlink(missing_ok=True)
+            raise IntegrityError(
+                f"engine artifact {sha256[:12]} arrived as {written} bytes with sha256 "
+                f"{digest.hexdigest()[:12]}; expected {size} bytes"
+            )

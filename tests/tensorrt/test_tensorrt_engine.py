@@ -1,0 +1,73 @@
+"""TensorRT for real: build a plan in the child builder, check its header, load and infer.
+
+Marked ``tensorrt``: runs where TensorRT imports and a CUDA device answers; skips with the reason
+everywhere else. Nothing here fakes TensorRT.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent.engines.build_protocol import BuildRequest
+from agent.engines.build_runner import BUILDERS, BuildFailed, run_build
+from agent.engines.plan_header import plan_trt_version
+from controller.sample_models import classifier
+from shared.delegate import DelegateConfig
+
+pytestmark = pytest.mark.tensorrt
+
+trt = pytest.importorskip("tensorrt", reason="TensorRT is not installed on this machine")
+try:
+    trt.Runtime(trt.Logger(trt.Logger.ERROR))
+except Exception as exc:  # pragma: no cover - depends on the machine
+    pytest.skip(f"TensorRT imports but no CUDA device answers: {exc}", allow_module_level=True)
+
+
+def request(tmp_path: Path, data: bytes, **config: object) -> BuildRequest:
+    onnx = tmp_path / "model.onnx"
+    onnx.write_bytes(data)
+    return BuildRequest(
+        onnx_path=onnx,
+        output_path=tmp_path / "plan.engine",
+        config=DelegateConfig.model_validate(config),
+        timing_cache_path=tmp_path / "timing.cache",
+    )
+
+
+def test_plan_builds_with_progress_loads_and_matches_onnxruntime(tmp_path: Path) -> None:
+    from agent.runtime_ort import load_ort
+    from agent.runtime_trt import load_trt
+
+    progress: list[float] = []
+    req = request(tmp_path, classifier(seed=4))
+    outcome = run_build(BUILDERS["tensorrt"], req, 600, lambda p, m: progress.append(p))
+    assert progress[-1] == 100.0
+    assert req.timing_cache_path is not None
+    assert req.timing_cache_path.stat().st_size > 0
+    blob = outcome.output.read_bytes()
+    version = plan_trt_version(blob)
+    assert version is not None
+    assert ".".join(map(str, version)).startswith(trt.__version__.rsplit(".", 1)[0])
+    image = {"image": np.linspace(0, 1, 3 * 32 * 32, dtype=np.float32).reshape(1, 3, 32, 32)}
+    got = load_trt(outcome.output).infer(image)["probabilities"]
+    want = load_ort(req.onnx_path).infer(image)["probabilities"]
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+def test_broken_onnx_fails_with_the_parsers_own_errors(tmp_path: Path) -> None:
+    with pytest.raises(BuildFailed) as failed:
+        run_build(BUILDERS["tensorrt"], request(tmp_path, b"not onnx"), 600)
+    assert failed.value.lines
+
+
+def test_a_plan_of_another_tensorrt_is_refused_before_deserializing(tmp_path: Path) -> None:
+    from agent.errors import ModelLoadError
+    from agent.runtime_trt import load_trt
+
+    fake = tmp_path / "old.engine"
+    fake.write_bytes(b"ftrt\x00\x00\x00\x00" + bytes(16) + bytes((8, 6, 1, 6)) + bytes(64))
+    with pytest.raises(ModelLoadError, match="rebuild the engine"):
+        load_trt(fake)
