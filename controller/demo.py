@@ -155,18 +155,21 @@ class DemoFleet:
             [self.controller],
         )
 
-    def start_gateway(self, spec: GatewaySpec) -> Process:
+    def start_gateway(self, spec: GatewaySpec, *, engine_store: bool = True) -> Process:
+        """Start one agent; ``engine_store=False`` leaves it without the controller's engine
+        store, so it builds every engine itself (the benchmarks' baseline)."""
         assert self.broker_url is not None, "start the controller first"
         env = {
             "JETFLEET_DEVICE_ID": spec.device_id,
             "JETFLEET_LABELS": json.dumps(spec.labels),
             "JETFLEET_BROKER_URL": self.broker_url,
-            "JETFLEET_CONTROLLER_URL": self.url,
             "JETFLEET_STATE_DIR": str(self.workdir / "agents" / spec.device_id),
             "JETFLEET_SERVE_ADDRESS": f"127.0.0.1:{free_port()}",
             "JETFLEET_SIMULATED_PROFILE": spec.profile,
             "JETFLEET_TELEMETRY_INTERVAL_S": str(self.telemetry_interval_s),
         }
+        if engine_store:
+            env["JETFLEET_CONTROLLER_URL"] = self.url
         if self.topic_prefix:
             env["JETFLEET_TOPIC_PREFIX"] = self.topic_prefix
         argv = [sys.executable, "-c", "from agent.cli import main; main()", "run"]

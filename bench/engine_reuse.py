@@ -1,0 +1,127 @@
+"""Engine reuse across twins: 20 simulated gateways in 3 hardware classes deploy one model.
+
+Two runs on this machine, each with its own controller (SQLite, embedded broker) and 20 agent
+processes:
+- **shared**: agents use the controller's engine store; per hardware class one device builds
+  (it holds the build lease), its twins pull. Expected: 3 builds, 17 pulls.
+- **independent** (baseline): agents without the engine store; every device builds.
+
+Reported: builds, pulls, seconds from deploy to all 20 serving, and the ratio of the two.
+Usage: ``python bench/engine_reuse.py [--devices 20] [--out bench/results]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import tempfile
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from controller import sample_models
+from controller.demo import DemoFleet, GatewaySpec, all_desired_serving, wait_for
+
+CLASSES = ("orin-nano-8gb", "orin-nx-16gb", "x86-rtx")
+
+
+def gateways(n: int) -> list[GatewaySpec]:
+    return [
+        GatewaySpec(f"bench-{i:02d}", CLASSES[i % len(CLASSES)], {"fleet": "bench"})
+        for i in range(n)
+    ]
+
+
+def run(mode: str, n: int) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix=f"jetfleet-bench-{mode}-"))
+    fleet = DemoFleet(workdir, telemetry_interval_s=5.0)
+    try:
+        fleet.start_controller()
+        with fleet.client() as client:
+            client.push_model_bytes(sample_models.classifier(), "classifier", "1.0.0")
+            specs = gateways(n)
+            for spec in specs:
+                fleet.start_gateway(spec, engine_store=(mode == "shared"))
+            wait_for(
+                f"{n} gateways to report",
+                lambda: sum(d["labels"].get("fleet") == "bench" for d in client.devices()) == n,
+                300,
+                fleet.processes,
+                0.5,
+            )
+            start = time.monotonic()
+            client.deploy({"model": "classifier", "version": "1.0.0", "selector": "fleet=bench"})
+            devices = wait_for(
+                f"all {n} gateways serving",
+                lambda: (ds := client.devices()) and all_desired_serving(ds) and ds,
+                600,
+                fleet.processes,
+                0.2,
+            )
+            seconds = time.monotonic() - start
+            sources = Counter(s.get("engine_source") for d in devices for s in d["reported"])
+            classes = {d["id"]: d.get("hardware_class") for d in devices}
+            keys = {s.get("engine_key") for d in devices for s in d["reported"]}
+            engines = client._request("GET", "/api/v1/engines") if mode == "shared" else []
+        return {
+            "mode": mode,
+            "devices": n,
+            "serving": sum(len(d["reported"]) for d in devices),
+            "builds": sources.get("built", 0),
+            "pulls": sources.get("pulled", 0),
+            "cached": sources.get("cached", 0),
+            "distinct_engine_keys": len(keys),
+            "hardware_classes": len(set(classes.values())),
+            "engines_in_store": len(engines),
+            "seconds_to_all_serving": round(seconds, 2),
+        }
+    finally:
+        fleet.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    cols = ["mode", "devices", "serving", "builds", "pulls", "distinct_engine_keys",
+            "engines_in_store", "seconds_to_all_serving"]  # fmt: skip
+    lines = [" | ".join(cols), " | ".join("---" for _ in cols)]
+    lines += [" | ".join(str(r[c]) for c in cols) for r in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--devices", type=int, default=20)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args()
+    rows = [run("shared", args.devices), run("independent", args.devices)]
+    shared, independent = rows
+    ratio = shared["seconds_to_all_serving"] / independent["seconds_to_all_serving"]
+    machine = f"{platform.node()} {platform.machine()}, {psutil.cpu_count()} cores, " + (
+        f"{psutil.virtual_memory().total / 2**30:.0f} GiB"
+    )
+    text = "\n".join(
+        [
+            f"# engine_reuse ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {machine})",
+            "",
+            table(rows),
+            "",
+            f"builds: {shared['builds']} shared vs {independent['builds']} independent; "
+            f"time to all serving, shared / independent = {ratio:.2f}",
+        ]
+    )
+    print(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "engine_reuse.md").write_text(text + "\n")
+    (args.out / "engine_reuse.json").write_text(
+        json.dumps({"rows": rows, "ratio": ratio}, indent=2)
+    )
+
+
+if __name__ == "__main__":
+    main()
