@@ -56,7 +56,7 @@ class Catalog:
             existing = self._repo.find_version(name, version)
             if existing is not None and existing.sha256 == sha:
                 return self._out(existing), False
-            inputs, outputs = inspect_model(pending.path)
+            signature = inspect_model(pending.path)
             if existing is not None:
                 raise Conflict(
                     f"model version {name}:{version} already exists with different bytes "
@@ -70,8 +70,9 @@ class Catalog:
                 version,
                 stored.sha256,
                 stored.size,
-                [s.model_dump() for s in inputs],
-                [s.model_dump() for s in outputs],
+                [s.model_dump() for s in signature.inputs],
+                [s.model_dump() for s in signature.outputs],
+                has_qdq=signature.has_qdq,
             )
             return self._out(record), True
         finally:
@@ -112,5 +113,6 @@ class Catalog:
             created_at=record.created_at,
             inputs=[TensorSpec.model_validate(s) for s in record.inputs],
             outputs=[TensorSpec.model_validate(s) for s in record.outputs],
+            has_qdq=record.has_qdq,
             download_url=artifact_url(self._public_url, record.sha256),
         )

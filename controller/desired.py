@@ -7,7 +7,7 @@ so the device's generation is not bumped and no agent does needless work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -25,6 +25,8 @@ class PlannedSlot:
     size: int
     delegate: DelegateConfig
     model_version_id: int = 0
+    config: str | None = None
+    """The named delegate config ``delegate`` was resolved from (None = fleet-wide default)."""
 
     def same_as(self, other: PlannedSlot) -> bool:
         """True when serving ``other`` instead of this needs no work on the device."""
@@ -42,6 +44,8 @@ class SlotPlan:
 
     slots: tuple[PlannedSlot, ...]
     changed: bool
+    rewrite: bool = False
+    """Store ``slots`` although the device sees no change (e.g. only the config name moved)."""
 
 
 def plan_deploy(current: Sequence[PlannedSlot], slot: PlannedSlot) -> SlotPlan:
@@ -50,7 +54,10 @@ def plan_deploy(current: Sequence[PlannedSlot], slot: PlannedSlot) -> SlotPlan:
     for index, existing in enumerate(slots):
         if existing.name == slot.name:
             if existing.same_as(slot):
-                return SlotPlan(tuple(slots), changed=False)
+                if existing.config == slot.config:
+                    return SlotPlan(tuple(slots), changed=False)
+                slots[index] = slot
+                return SlotPlan(tuple(slots), changed=False, rewrite=True)
             slots[index] = slot
             return SlotPlan(tuple(slots), changed=True)
     return SlotPlan((*slots, slot), changed=True)
@@ -60,6 +67,25 @@ def plan_undeploy(current: Sequence[PlannedSlot], model: str) -> SlotPlan:
     """Slots after removing the slot of ``model`` (unchanged when there is none)."""
     kept = tuple(s for s in current if s.name != model)
     return SlotPlan(kept, changed=len(kept) != len(current))
+
+
+def plan_redelegate(
+    current: Sequence[PlannedSlot], config: str, delegates: Mapping[str, DelegateConfig]
+) -> SlotPlan:
+    """Slots after config ``config`` changed: its slots get their newly resolved delegate.
+
+    ``delegates`` maps a slot name to its new delegate; only slots still naming ``config``
+    change, and the plan is unchanged (no generation bump) when every delegate stayed the same.
+    """
+    slots = []
+    changed = False
+    for slot in current:
+        new = delegates.get(slot.name)
+        if slot.config == config and new is not None and new != slot.delegate:
+            slot = replace(slot, delegate=new)
+            changed = True
+        slots.append(slot)
+    return SlotPlan(tuple(slots), changed=changed)
 
 
 def artifact_url(public_url: str, sha256: str) -> str:

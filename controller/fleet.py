@@ -6,15 +6,18 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from controller.api.schemas import (
+    ConfigChange,
     DeploymentResult,
     DeployRequest,
     DeviceChange,
     UndeployRequest,
 )
 from controller.catalog import Catalog
+from controller.config_layers import Layer
+from controller.configs import Configs
 from controller.db.repository import Repository
 from controller.db.schema import utcnow
 from controller.desired import (
@@ -22,9 +25,11 @@ from controller.desired import (
     SlotPlan,
     desired_document,
     plan_deploy,
+    plan_redelegate,
     plan_undeploy,
 )
 from controller.errors import InvalidInput, NotFound
+from controller.records import VersionRecord
 from controller.selectors import parse_selector
 from shared.codec import encode
 from shared.delegate import DelegateConfig
@@ -47,6 +52,7 @@ class Fleet:
         self,
         repo: Repository,
         catalog: Catalog,
+        configs: Configs,
         publisher: Publisher,
         topics: Topics,
         public_url: str,
@@ -54,6 +60,7 @@ class Fleet:
     ) -> None:
         self._repo = repo
         self._catalog = catalog
+        self._configs = configs
         self._publisher = publisher
         self._topics = topics
         self._public_url = public_url
@@ -61,26 +68,104 @@ class Fleet:
         self._lock = threading.Lock()
 
     def deploy(self, request: DeployRequest) -> DeploymentResult:
-        """Put ``model:version`` in a slot of the target devices."""
+        """Put ``model:version`` in a slot of the target devices.
+
+        With a named config, the config is resolved per device and checked against the model;
+        any problem on any device refuses the whole deploy (400 naming the devices).
+        """
+        if request.config is not None and request.delegate is not None:
+            raise InvalidInput("give either a delegate or a named config, not both")
         record = self._catalog.require_version(request.model, request.version)
-        slot = PlannedSlot(
+        with self._lock:
+            targets = self._targets(request.device, request.selector)
+            if request.config is None:
+                slot = self._slot(record, request.delegate or DelegateConfig(), None)
+                plans = {d: _deploying(slot) for d in targets}
+            else:
+                plans = self._config_plans(request.config, record, targets)
+            return self._apply(plans)
+
+    def _slot(
+        self, record: VersionRecord, delegate: DelegateConfig, config: str | None
+    ) -> PlannedSlot:
+        return PlannedSlot(
             name=record.model,
             version=record.version,
             sha256=record.sha256,
             size=record.size,
-            delegate=request.delegate or DelegateConfig(),
+            delegate=delegate,
             model_version_id=record.id,
+            config=config,
         )
-        return self._change(
-            request.device, request.selector, lambda current: plan_deploy(current, slot)
-        )
+
+    def _config_plans(self, name: str, record: VersionRecord, targets: list[str]) -> _Plans:
+        layers = self._configs.require_layers(name)
+        plans: _Plans = {}
+        problems: list[str] = []
+        bad: set[str] = set()
+        for device in self._repo.devices(targets):
+            result = Configs.resolve_for(layers, device, record)
+            problems += [f"{device.id}: {p}" for p in result.problems]
+            bad |= {device.id} if result.problems else set()
+            plans[device.id] = _deploying(self._slot(record, result.delegate, name))
+        if problems:
+            raise InvalidInput(
+                f"config '{name}' does not fit {record.model}:{record.version} on "
+                f"{_devices_of(bad)}: " + "; ".join(problems)
+            )
+        return plans
 
     def undeploy(self, request: UndeployRequest) -> DeploymentResult:
         """Remove the slot of ``model`` from the target devices."""
         model = request.model
-        return self._change(
-            request.device, request.selector, lambda current: plan_undeploy(current, model)
-        )
+        with self._lock:
+            targets = self._targets(request.device, request.selector)
+            return self._apply({d: lambda current: plan_undeploy(current, model) for d in targets})
+
+    def put_config(self, name: str, scope: str, values: dict[str, Any]) -> ConfigChange:
+        """Store a config layer; re-resolve and republish every slot that uses the config."""
+        self._configs.check_name(name)
+        scope, values = Configs.parse_layer(scope, values)
+        with self._lock:
+            layers = Configs.with_layer(self._configs.layers(name), scope, values)
+            plans = self._reresolve(name, layers)
+            self._configs.put(name, scope, values)
+            result = self._apply(plans)
+        return ConfigChange(config=self._configs.show_or_none(name), devices=result.devices)
+
+    def delete_config(self, name: str, scope: str | None) -> ConfigChange:
+        """Delete a layer (or the config); re-resolve and republish the slots that use it."""
+        self._configs.check_name(name)
+        with self._lock:
+            current = self._configs.layers(name)
+            plans = self._reresolve(name, Configs.without_layer(current, scope))
+            self._configs.delete(name, scope)
+            result = self._apply(plans)
+        return ConfigChange(config=self._configs.show_or_none(name), devices=result.devices)
+
+    def _reresolve(self, name: str, layers: list[Layer]) -> _Plans:
+        devices = self._repo.devices(self._configs.devices_using(name))
+        ids = {s.model_version_id for d in devices for s in d.slots if s.config == name}
+        versions = self._repo.versions_by_id(sorted(ids))
+        plans: _Plans = {}
+        problems: list[str] = []
+        bad: set[str] = set()
+        for device in devices:
+            delegates: dict[str, DelegateConfig] = {}
+            for slot in device.slots:
+                if slot.config != name:
+                    continue
+                result = Configs.resolve_for(layers, device, versions[slot.model_version_id])
+                problems += [f"{device.id} ({slot.name}): {p}" for p in result.problems]
+                bad |= {device.id} if result.problems else set()
+                delegates[slot.name] = result.delegate
+            plans[device.id] = _redelegating(name, delegates)
+        if problems:
+            raise InvalidInput(
+                f"config '{name}' would not fit the slots using it on "
+                f"{_devices_of(bad)}: " + "; ".join(problems)
+            )
+        return plans
 
     def republish_all(self) -> int:
         """Publish every device's current desired document again (same generation)."""
@@ -90,18 +175,12 @@ class Fleet:
                 self._publish(device.id, device.desired_generation, device.slots)
             return len(devices)
 
-    def _change(
-        self,
-        device: str | None,
-        selector: str | None,
-        plan: Callable[[tuple[PlannedSlot, ...]], SlotPlan],
-    ) -> DeploymentResult:
-        with self._lock:
-            targets = self._targets(device, selector)
-            changes = self._repo.change_slots(targets, plan)
-            for change in changes:
-                if change.changed:
-                    self._publish(change.device_id, change.generation, change.slots)
+    def _apply(self, plans: _Plans) -> DeploymentResult:
+        """Run the plans (caller holds the lock); publish to the devices that changed."""
+        changes = self._repo.change_each(plans)
+        for change in changes:
+            if change.changed:
+                self._publish(change.device_id, change.generation, change.slots)
         return DeploymentResult(
             devices=[
                 DeviceChange(device_id=c.device_id, generation=c.generation, changed=c.changed)
@@ -132,3 +211,20 @@ class Fleet:
         logger.info(
             "published desired generation %d to %s (%d slots)", generation, device_id, len(slots)
         )
+
+
+_Plan = Callable[[tuple[PlannedSlot, ...]], SlotPlan]
+_Plans = dict[str, _Plan]
+
+
+def _deploying(slot: PlannedSlot) -> _Plan:
+    return lambda current: plan_deploy(current, slot)
+
+
+def _redelegating(config: str, delegates: dict[str, DelegateConfig]) -> _Plan:
+    return lambda current: plan_redelegate(current, config, delegates)
+
+
+def _devices_of(ids: set[str]) -> str:
+    names = sorted(ids)
+    return ("device " if len(names) == 1 else "devices ") + ", ".join(names)

@@ -1,7 +1,14 @@
-"""Adapter for ``onnx``: is a file a valid ONNX model, and what tensors does it take and give."""
+"""Adapter for ``onnx``: is a file a valid ONNX model, and what tensors does it take and give.
+
+Also whether the graph is explicitly quantized (QuantizeLinear/DequantizeLinear nodes): such a
+model builds in INT8 without a calibration cache, which :func:`shared.delegate.check_config`
+needs to know.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
@@ -27,8 +34,20 @@ _KSERVE_DATATYPES: dict[int, str] = {
 }
 
 
-def inspect_model(path: Path) -> tuple[list[TensorSpec], list[TensorSpec]]:
-    """Check that ``path`` holds a valid ONNX model; return its (inputs, outputs)."""
+QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
+
+
+@dataclass(frozen=True)
+class ModelSignature:
+    """What the controller records about an uploaded model."""
+
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    has_qdq: bool
+
+
+def inspect_model(path: Path) -> ModelSignature:
+    """Check that ``path`` holds a valid ONNX model; return its inputs, outputs and Q/DQ flag."""
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf DecodeError, OSError, ...: all mean "not ONNX"
@@ -45,7 +64,20 @@ def inspect_model(path: Path) -> tuple[list[TensorSpec], list[TensorSpec]]:
     initializers = {init.name for init in model.graph.initializer}
     inputs = [_spec(v) for v in model.graph.input if v.name not in initializers]
     outputs = [_spec(v) for v in model.graph.output]
-    return inputs, outputs
+    has_qdq = any(node.op_type in QDQ_OPS for node in _nodes(model.graph))
+    return ModelSignature(inputs, outputs, has_qdq)
+
+
+def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """Every node of ``graph``, including those of subgraphs (If/Loop/Scan bodies)."""
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _nodes(sub)
 
 
 def _spec(value: onnx.ValueInfoProto) -> TensorSpec:

@@ -21,6 +21,7 @@ class VersionRecord:
     inputs: list[dict[str, Any]]
     outputs: list[dict[str, Any]]
     created_at: datetime
+    has_qdq: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,3 +67,24 @@ class EventEntry:
     kind: str
     slot: str | None
     message: str
+
+
+@dataclass(frozen=True)
+class ConfigLayerRecord:
+    """One stored layer of a named delegate config (``order``: creation order)."""
+
+    name: str
+    scope: str
+    values: dict[str, Any]
+    order: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class SlotRef:
+    """A deployed slot that resolves a named config: device, model, version id."""
+
+    device_id: str
+    model: str
+    model_version_id: int

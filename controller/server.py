@@ -15,10 +15,14 @@ import uvicorn
 from controller.api.app import create_app
 from controller.artifacts import ArtifactStore
 from controller.catalog import Catalog
+from controller.configs import Configs
 from controller.db import migrate
+from controller.db.config_store import ConfigStore
+from controller.db.engine_store import EngineStoreDb
 from controller.db.repository import Repository
 from controller.db.session import make_engine, redact
 from controller.embedded_broker import EmbeddedBroker
+from controller.engines import EngineStore
 from controller.errors import ControllerError, DatabaseError
 from controller.fleet import Fleet
 from controller.ingest import Ingest
@@ -75,6 +79,8 @@ class Controller:
         store = ArtifactStore(s.data_dir)
         topics = Topics(s.topic_prefix)
         catalog = Catalog(repo, store, public_url)
+        configs = Configs(ConfigStore(engine), repo, catalog)
+        engines = EngineStore(EngineStoreDb(engine), store)
         ingest = Ingest(repo, topics)
 
         broker_url = s.broker_url
@@ -85,11 +91,13 @@ class Controller:
             broker_url = broker.url
         self.broker_url = broker_url
         bus = MqttBus(broker_url, topics, ingest.handle, on_connected=self._republish_soon)
-        fleet = Fleet(repo, catalog, bus, topics, public_url)
+        fleet = Fleet(repo, catalog, configs, bus, topics, public_url)
         self.services = Services(
             repo=repo,
             store=store,
             catalog=catalog,
+            configs=configs,
+            engines=engines,
             fleet=fleet,
             ingest=ingest,
             database_label=redact(s.db_url),

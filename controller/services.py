@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 from controller.artifacts import ArtifactStore
 from controller.catalog import Catalog
+from controller.configs import Configs
 from controller.db.repository import Repository
+from controller.engines import EngineStore
 from controller.fleet import Fleet
 from controller.ingest import Ingest
 
@@ -18,6 +20,8 @@ class Services:
     repo: Repository
     store: ArtifactStore
     catalog: Catalog
+    configs: Configs
+    engines: EngineStore
     fleet: Fleet
     ingest: Ingest
     database_label: str

@@ -8,6 +8,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from controller.api.convert import device_out, event_out, telemetry_out
 from controller.api.schemas import (
+    ConfigChange,
+    ConfigLayerIn,
+    ConfigOut,
     DeploymentResult,
     DeployRequest,
     DeviceOut,
@@ -16,6 +19,7 @@ from controller.api.schemas import (
     IngestStats,
     ModelOut,
     ModelVersionOut,
+    ResolvedConfigOut,
     TelemetrySampleOut,
     UndeployRequest,
 )
@@ -31,6 +35,7 @@ from controller.errors import (
     RangeNotSatisfiable,
 )
 from controller.services import Services
+from shared.engines import ArtifactOut, EngineManifest, LeaseOut, LeaseRequest
 
 _STATUS: list[tuple[type[ControllerError], int]] = [
     (InvalidInput, 400),
@@ -63,6 +68,8 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(_models(services), prefix="/api/v1")
     app.include_router(_deployments(services), prefix="/api/v1")
     app.include_router(_artifacts(services), prefix="/api/v1")
+    app.include_router(_configs(services), prefix="/api/v1")
+    app.include_router(_engines(services), prefix="/api/v1")
     return app
 
 
@@ -152,8 +159,102 @@ def _deployments(services: Services) -> APIRouter:
     return router
 
 
+def _configs(services: Services) -> APIRouter:
+    router = APIRouter(tags=["configs"])
+    configs = services.configs
+
+    @router.put("/configs/{name}")
+    def put_config(name: str, layer: ConfigLayerIn) -> ConfigChange:
+        """Create or replace one layer; slots using the config are re-resolved and republished."""
+        return services.fleet.put_config(name, layer.scope, layer.values)
+
+    @router.get("/configs")
+    def list_configs() -> list[ConfigOut]:
+        return configs.all()
+
+    @router.get("/configs/{name}")
+    def show_config(name: str) -> ConfigOut:
+        return configs.show(name)
+
+    @router.delete("/configs/{name}")
+    def delete_config(name: str, scope: str | None = None) -> ConfigChange:
+        """Delete the layer ``scope`` (or, without it, every layer) and republish its users."""
+        return services.fleet.delete_config(name, scope)
+
+    @router.get("/configs/{name}/resolve")
+    def resolve_config(name: str, device: str, model: str) -> ResolvedConfigOut:
+        """The effective config of ``model`` (N or N:V) on ``device`` under config ``name``."""
+        return configs.resolve(name, device, model)
+
+    @router.get("/devices/{device_id}/resolve")
+    def resolve_slot(device_id: str, model: str) -> ResolvedConfigOut:
+        """Like /configs/{name}/resolve with the config the device's slot names (or none)."""
+        return configs.resolve(None, device_id, model)
+
+    return router
+
+
+def _engines(services: Services) -> APIRouter:
+    router = APIRouter(tags=["engines"])
+    engines = services.engines
+
+    @router.put(
+        "/engines/{key}",
+        status_code=201,
+        responses={200: {"description": "The identical manifest is already stored."}},
+    )
+    def put_engine(key: str, manifest: EngineManifest, response: Response) -> EngineManifest:
+        stored, created = engines.put(key, manifest)
+        if not created:
+            response.status_code = 200
+        return stored
+
+    @router.get("/engines/{key}")
+    def get_engine(key: str) -> EngineManifest:
+        return engines.get(key)
+
+    @router.get("/engines")
+    def list_engines() -> list[EngineManifest]:
+        return engines.list()
+
+    @router.post("/engines/{key}/lease")
+    def take_lease(key: str, request: LeaseRequest) -> LeaseOut:
+        """Ask to be the one device that builds ``key`` (renews the caller's own lease)."""
+        return engines.lease(key, request)
+
+    @router.delete("/engines/{key}/lease", status_code=204)
+    def release_lease(key: str, device_id: str) -> Response:
+        engines.release(key, device_id)
+        return Response(status_code=204)
+
+    return router
+
+
 def _artifacts(services: Services) -> APIRouter:
     router = APIRouter(tags=["artifacts"])
+
+    @router.post(
+        "/artifacts",
+        status_code=201,
+        responses={200: {"description": "Those bytes were already stored."}},
+    )
+    async def upload_artifact(
+        request: Request, response: Response, sha256: str | None = None
+    ) -> ArtifactOut:
+        """Store the raw request body (an engine, a calibration cache) content-addressed."""
+        engines = services.engines
+        pending = await run_in_threadpool(engines.begin_upload)
+        try:
+            async for chunk in request.stream():
+                if chunk:
+                    await run_in_threadpool(pending.write, chunk)
+        except BaseException:
+            pending.abort()
+            raise
+        out, created = await run_in_threadpool(engines.finish_upload, pending, sha256)
+        if not created:
+            response.status_code = 200
+        return out
 
     @router.get("/artifacts/{sha256}", response_model=None)
     def download_artifact(sha256: str, request: Request) -> Response:

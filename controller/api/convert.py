@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from controller.api.schemas import DesiredSlotOut, DeviceOut, EventOut, TelemetrySampleOut
+from controller.configs import device_hardware_class
 from controller.records import DeviceRecord, EventEntry, TelemetryRecord
 from shared.messages import DeviceFacts, ModelStats, SlotStatus
 
@@ -16,11 +17,18 @@ def device_out(d: DeviceRecord) -> DeviceOut:
         desired_generation=d.desired_generation,
         observed_generation=d.observed_generation,
         desired=[
-            DesiredSlotOut(name=s.name, version=s.version, sha256=s.sha256, delegate=s.delegate)
+            DesiredSlotOut(
+                name=s.name,
+                version=s.version,
+                sha256=s.sha256,
+                delegate=s.delegate,
+                config=s.config,
+            )
             for s in d.slots
         ],
         reported=[SlotStatus.model_validate(s) for s in d.reported_slots],
         facts=DeviceFacts.model_validate(d.facts) if d.facts else None,
+        hardware_class=device_hardware_class(d.facts),
         serve_url=d.serve_url,
     )
 

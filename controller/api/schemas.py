@@ -7,7 +7,7 @@ Errors use FastAPI's shape: ``{"detail": "one line a person can act on"}``.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,6 +37,9 @@ class ModelVersionOut(ApiModel):
     created_at: datetime
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
+    has_qdq: bool = Field(
+        default=False, description="The graph has QuantizeLinear/DequantizeLinear nodes."
+    )
     download_url: str = Field(description="Artifact URL (absolute, from the public base URL).")
 
 
@@ -54,6 +57,9 @@ class DesiredSlotOut(ApiModel):
     version: str
     sha256: str
     delegate: DelegateConfig
+    config: str | None = Field(
+        default=None, description="Named config the delegate was resolved from (None: default)."
+    )
 
 
 class DeviceOut(ApiModel):
@@ -68,6 +74,9 @@ class DeviceOut(ApiModel):
     desired: list[DesiredSlotOut]
     reported: list[SlotStatus]
     facts: DeviceFacts | None
+    hardware_class: str | None = Field(
+        default=None, description="e.g. jetson-orin-nano-8gb/jp6.2; None until facts arrive."
+    )
     serve_url: str | None
 
 
@@ -79,6 +88,10 @@ class DeployRequest(ApiModel):
     device: str | None = None
     selector: str | None = Field(default=None, description="k=v[,k2=v2]; all must match.")
     delegate: DelegateConfig | None = None
+    config: str | None = Field(
+        default=None,
+        description="Named delegate config, resolved per target device (instead of delegate).",
+    )
 
 
 class UndeployRequest(ApiModel):
@@ -137,3 +150,49 @@ class Health(ApiModel):
     status: Literal["ok"]
     database: str
     broker: str
+
+
+class ConfigLayerIn(ApiModel):
+    """PUT /api/v1/configs/{name}: one layer's scope and partial DelegateConfig values."""
+
+    scope: str = Field(description="default | class=<hardware class> | selector=k=v | device=ID")
+    values: dict[str, Any] = Field(default_factory=dict, description="DelegateConfig fields.")
+
+
+class ConfigLayerOut(ApiModel):
+    """A stored layer (layers of one config are listed in creation order)."""
+
+    scope: str
+    values: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+class ConfigOut(ApiModel):
+    """A named delegate config: GET /api/v1/configs[/{name}]."""
+
+    name: str
+    layers: list[ConfigLayerOut]
+
+
+class ConfigChange(ApiModel):
+    """The config after a PUT/DELETE, and the devices whose slots were re-resolved."""
+
+    config: ConfigOut | None = Field(description="None when its last layer was deleted.")
+    devices: list[DeviceChange]
+
+
+class ResolvedConfigOut(ApiModel):
+    """GET /api/v1/configs/{name}/resolve: the effective config of one model on one device."""
+
+    config: str | None = Field(description="The named config (None: fleet-wide default).")
+    device_id: str
+    model: str
+    version: str
+    hardware_class: str | None
+    delegate: DelegateConfig
+    provenance: dict[str, str] = Field(
+        description="Per field (onnxruntime.<option> for ORT options): default, class=..., "
+        "selector=... or device=..., the scope that set it."
+    )
+    problems: list[str] = Field(description="What check_config says to fix before a build.")

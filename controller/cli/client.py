@@ -98,6 +98,35 @@ class ControllerClient:
     def undeploy(self, body: dict[str, Any]) -> Any:
         return self._request("POST", "/api/v1/deployments/remove", json=body)
 
+    def put_config(self, name: str, scope: str, values: dict[str, Any]) -> Any:
+        return self._request(
+            "PUT", f"/api/v1/configs/{name}", json={"scope": scope, "values": values}
+        )
+
+    def configs(self) -> Any:
+        return self._request("GET", "/api/v1/configs")
+
+    def config(self, name: str) -> Any:
+        return self._request("GET", f"/api/v1/configs/{name}")
+
+    def delete_config(self, name: str, scope: str | None) -> Any:
+        params = {} if scope is None else {"scope": scope}
+        return self._request("DELETE", f"/api/v1/configs/{name}", params=params)
+
+    def resolve_config(self, name: str | None, device_id: str, model: str) -> Any:
+        if name is None:
+            return self._request(
+                "GET", f"/api/v1/devices/{device_id}/resolve", params={"model": model}
+            )
+        return self._request(
+            "GET",
+            f"/api/v1/configs/{name}/resolve",
+            params={"device": device_id, "model": model},
+        )
+
+    def engines(self) -> Any:
+        return self._request("GET", "/api/v1/engines")
+
 
 def _error_text(response: httpx.Response) -> str:
     try:

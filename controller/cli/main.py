@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import click
 
+from controller.cli.configs import configs
 from controller.cli.db import db
 from controller.cli.demo import demo
+from controller.cli.engines import engines
 from controller.cli.operator import deploy, devices, models, telemetry, undeploy
 from controller.cli.serve import serve
 
@@ -16,7 +18,18 @@ def cli() -> None:
     """Jetfleet: fleet manager for NVIDIA edge gateways."""
 
 
-for command in (serve, db, models, devices, deploy, undeploy, telemetry, demo):
+for command in (
+    serve,
+    db,
+    models,
+    devices,
+    deploy,
+    undeploy,
+    telemetry,
+    configs,
+    engines,
+    demo,
+):
     cli.add_command(command)
 
 

@@ -32,7 +32,8 @@ def _client(url: str) -> ControllerClient:
     return ControllerClient(url)
 
 
-def _call(action: Callable[[ControllerClient], Any], url: str) -> Any:
+def call_api(action: Callable[[ControllerClient], Any], url: str) -> Any:
+    """Run ``action`` with a client of ``url``; an API error becomes a one-line CLI error."""
     try:
         with _client(url) as client:
             return action(client)
@@ -69,7 +70,7 @@ def models() -> None:
 @api_options
 def models_push(path: Path, name: str, version: str, url: str, as_json: bool) -> None:
     """Upload an ONNX model file as NAME:VERSION."""
-    out = _call(lambda c: c.push_model(path, name, version), url)
+    out = call_api(lambda c: c.push_model(path, name, version), url)
     if as_json:
         emit_json(out)
         return
@@ -80,7 +81,7 @@ def models_push(path: Path, name: str, version: str, url: str, as_json: bool) ->
 @api_options
 def models_ls(url: str, as_json: bool) -> None:
     """List models and their versions."""
-    out = _call(lambda c: c.models(), url)
+    out = call_api(lambda c: c.models(), url)
     if as_json:
         emit_json(out)
         return
@@ -99,9 +100,9 @@ def models_show(ref: str, url: str, as_json: bool) -> None:
     """Show NAME:VERSION (or every version of NAME)."""
     name, version = split_ref(ref)
     if version is None:
-        versions = _call(lambda c: c.model(name), url)["versions"]
+        versions = call_api(lambda c: c.model(name), url)["versions"]
     else:
-        versions = [_call(lambda c: c.model_version(name, version), url)]
+        versions = [call_api(lambda c: c.model_version(name, version), url)]
     if as_json:
         emit_json(versions if version is None else versions[0])
         return
@@ -145,7 +146,7 @@ def devices() -> None:
 @api_options
 def devices_ls(url: str, as_json: bool) -> None:
     """List devices with presence, generations and slots."""
-    out = _call(lambda c: c.devices(), url)
+    out = call_api(lambda c: c.devices(), url)
     if as_json:
         emit_json(out)
         return
@@ -170,7 +171,7 @@ def devices_ls(url: str, as_json: bool) -> None:
 @api_options
 def devices_show(device_id: str, url: str, as_json: bool) -> None:
     """Show one device: facts, desired and reported slots."""
-    d = _call(lambda c: c.device(device_id), url)
+    d = call_api(lambda c: c.device(device_id), url)
     if as_json:
         emit_json(d)
         return
@@ -180,27 +181,67 @@ def devices_show(device_id: str, url: str, as_json: bool) -> None:
     click.echo(f"  labels    {d['labels']}")
     click.echo(f"  os/arch   {facts.get('os')} {facts.get('arch')}")
     click.echo(f"  serve     {d.get('serve_url')}")
+    click.echo(f"  class     {d.get('hardware_class') or '-'}")
     click.echo(f"  generation observed {d['observed_generation']} of {d['desired_generation']}")
-    rows: list[tuple[object, ...]] = []
-    reported = {s["name"]: s for s in d["reported"]}
-    for s in d["desired"]:
-        r = reported.get(s["name"], {})
-        rows.append(
-            (s["name"], s["version"], r.get("active_version"), r.get("phase"), r.get("last_error"))
-        )
-    for name, r in reported.items():
-        if name not in {s["name"] for s in d["desired"]}:
-            rows.append((name, None, r.get("active_version"), r.get("phase"), r.get("last_error")))
-    click.echo(table(["model", "desired", "active", "phase", "error"], rows))
+    click.echo(table(SLOT_HEADERS, slot_rows(d)))
     absent = {k: v for k, v in (facts.get("sources") or {}).items() if not v.get("available")}
     for source, v in sorted(absent.items()):
         click.echo(f"  {source}: absent ({v.get('reason')})")
 
 
+SLOT_HEADERS = [
+    "model",
+    "desired",
+    "active",
+    "phase",
+    "config",
+    "runtime",
+    "engine",
+    "tuning",
+    "source",
+    "error",
+]
+_SOURCES = {"built": "built here", "pulled": "pulled", "cached": "cached"}
+
+
+def _tuning(reported: dict[str, Any]) -> str | None:
+    tag = reported.get("tuning_tag")
+    if reported.get("tuning_matches") is False:
+        return f"{tag or '?'} (mismatch)"
+    return tag if isinstance(tag, str) else None
+
+
+def slot_rows(device: dict[str, Any]) -> list[tuple[object, ...]]:
+    """One row per desired slot (then per reported-only slot) of ``devices show``."""
+    reported = {s["name"]: s for s in device["reported"]}
+    desired = {s["name"]: s for s in device["desired"]}
+    rows: list[tuple[object, ...]] = []
+    for name in [*desired, *(n for n in reported if n not in desired)]:
+        want = desired.get(name, {})
+        r = reported.get(name, {})
+        key = r.get("engine_key")
+        rows.append(
+            (
+                name,
+                want.get("version"),
+                r.get("active_version"),
+                r.get("phase"),
+                want.get("config") or ("(default)" if want else None),
+                r.get("runtime"),
+                key[:12] if isinstance(key, str) else None,
+                _tuning(r),
+                _SOURCES.get(r.get("engine_source") or ""),
+                r.get("last_error"),
+            )
+        )
+    return rows
+
+
 # --- deploy / undeploy -----------------------------------------------------------------------
 
 
-def _print_changes(out: dict[str, Any], verb: str) -> None:
+def print_changes(out: dict[str, Any], verb: str) -> None:
+    """One line per device a deploy/undeploy/config change touched."""
     for change in out["devices"]:
         state = verb if change["changed"] else "unchanged"
         click.echo(f"{change['device_id']}: {state} (generation {change['generation']})")
@@ -210,18 +251,26 @@ def _print_changes(out: dict[str, Any], verb: str) -> None:
 @click.argument("ref")
 @click.option("--device", help="Target one device by id.")
 @click.option("--selector", help="Target every device whose labels match k=v[,k2=v2].")
+@click.option("--config", "config", help="Named delegate config, resolved per device.")
 @api_options
-def deploy(ref: str, device: str | None, selector: str | None, url: str, as_json: bool) -> None:
+def deploy(
+    ref: str,
+    device: str | None,
+    selector: str | None,
+    config: str | None,
+    url: str,
+    as_json: bool,
+) -> None:
     """Deploy model NAME:VERSION to a device or to every device matching a selector."""
     name, version = split_ref(ref)
     if version is None:
         raise click.BadParameter(f"{ref!r}: expected NAME:VERSION", param_hint="REF")
-    body = {"model": name, "version": version, **_target(device, selector)}
-    out = _call(lambda c: c.deploy(body), url)
+    body = {"model": name, "version": version, "config": config, **_target(device, selector)}
+    out = call_api(lambda c: c.deploy(body), url)
     if as_json:
         emit_json(out)
         return
-    _print_changes(out, "deployed")
+    print_changes(out, "deployed")
 
 
 @click.command()
@@ -232,11 +281,11 @@ def deploy(ref: str, device: str | None, selector: str | None, url: str, as_json
 def undeploy(name: str, device: str | None, selector: str | None, url: str, as_json: bool) -> None:
     """Remove model NAME's slot from a device or from every device matching a selector."""
     body = {"model": name, **_target(device, selector)}
-    out = _call(lambda c: c.undeploy(body), url)
+    out = call_api(lambda c: c.undeploy(body), url)
     if as_json:
         emit_json(out)
         return
-    _print_changes(out, "removed")
+    print_changes(out, "removed")
 
 
 # --- telemetry -------------------------------------------------------------------------------
@@ -248,7 +297,7 @@ def undeploy(name: str, device: str | None, selector: str | None, url: str, as_j
 @api_options
 def telemetry(device_id: str, limit: int, url: str, as_json: bool) -> None:
     """Show a device's latest telemetry samples (newest first)."""
-    out = _call(lambda c: c.telemetry(device_id, limit), url)
+    out = call_api(lambda c: c.telemetry(device_id, limit), url)
     if as_json:
         emit_json(out)
         return

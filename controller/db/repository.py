@@ -6,13 +6,13 @@ here; callers never see an ORM object or a SQLAlchemy exception.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine, select, text
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from controller.db.schema import (
@@ -25,7 +25,7 @@ from controller.db.schema import (
     TelemetrySample,
     utcnow,
 )
-from controller.db.session import describe, make_sessionmaker
+from controller.db.session import make_sessionmaker, transaction
 from controller.desired import PlannedSlot, SlotPlan
 from controller.errors import Conflict, DatabaseError, NotFound
 from controller.records import (
@@ -48,13 +48,8 @@ class Repository:
 
     @contextmanager
     def _tx(self) -> Iterator[Session]:
-        try:
-            with self._sessions.begin() as session:
-                yield session
-        except IntegrityError:
-            raise
-        except SQLAlchemyError as exc:
-            raise DatabaseError(f"database error: {describe(exc)}") from exc
+        with transaction(self._sessions) as session:
+            yield session
 
     def ping(self) -> None:
         """Raise :class:`DatabaseError` unless the database answers."""
@@ -81,6 +76,7 @@ class Repository:
         size: int,
         inputs: list[dict[str, Any]],
         outputs: list[dict[str, Any]],
+        has_qdq: bool = False,
     ) -> VersionRecord:
         """Store a new version (and its model and artifact rows when new)."""
         try:
@@ -92,7 +88,12 @@ class Repository:
                     artifact = Artifact(sha256=sha256, size=size)
                     session.add(artifact)
                 row = ModelVersion(
-                    model=model, version=version, sha256=sha256, inputs=inputs, outputs=outputs
+                    model=model,
+                    version=version,
+                    sha256=sha256,
+                    inputs=inputs,
+                    outputs=outputs,
+                    has_qdq=has_qdq,
                 )
                 session.add(row)
                 session.flush()
@@ -101,6 +102,18 @@ class Repository:
             raise Conflict(
                 f"model version {model}:{version} was stored concurrently; retry the upload"
             ) from exc
+
+    def versions_by_id(self, ids: Sequence[int]) -> dict[int, VersionRecord]:
+        """The stored versions with these ids."""
+        if not ids:
+            return {}
+        with self._tx() as session:
+            rows = session.execute(
+                select(ModelVersion, Artifact)
+                .join(Artifact, Artifact.sha256 == ModelVersion.sha256)
+                .where(ModelVersion.id.in_(list(ids)))
+            ).all()
+            return {mv.id: _version(mv, art) for mv, art in rows}
 
     def models(self, name: str | None = None) -> dict[str, list[VersionRecord]]:
         """Every model (or just ``name``) with its versions, oldest first."""
@@ -152,16 +165,23 @@ class Repository:
         self, device_ids: Sequence[str], plan: Callable[[tuple[PlannedSlot, ...]], SlotPlan]
     ) -> list[SlotChange]:
         """Apply ``plan`` to each device's slots; bump the generation of those that changed."""
+        return self.change_each(dict.fromkeys(device_ids, plan))
+
+    def change_each(
+        self, plans: Mapping[str, Callable[[tuple[PlannedSlot, ...]], SlotPlan]]
+    ) -> list[SlotChange]:
+        """Apply each device's own plan to its slots in one transaction; bump changed ones."""
         changes: list[SlotChange] = []
         with self._tx() as session:
-            for device_id in device_ids:
+            for device_id, plan in plans.items():
                 device = session.get(Device, device_id, with_for_update=True)
                 if device is None:
                     raise NotFound(f"unknown device '{device_id}'")
                 current = _slots_by_device(session, [device_id]).get(device_id, ())
                 outcome = plan(current)
-                if outcome.changed:
+                if outcome.changed or outcome.rewrite:
                     _write_slots(session, device_id, outcome.slots)
+                if outcome.changed:
                     device.desired_generation += 1
                 changes.append(
                     SlotChange(device_id, device.desired_generation, outcome.changed, outcome.slots)
@@ -312,6 +332,7 @@ def _version(mv: ModelVersion, art: Artifact) -> VersionRecord:
         inputs=list(mv.inputs),
         outputs=list(mv.outputs),
         created_at=mv.created_at,
+        has_qdq=bool(mv.has_qdq),
     )
 
 
@@ -352,6 +373,7 @@ def _slots_by_device(
                 size=art.size,
                 delegate=DelegateConfig.model_validate(dep.delegate),
                 model_version_id=mv.id,
+                config=dep.config,
             )
         )
     return {k: tuple(v) for k, v in result.items()}
@@ -379,10 +401,16 @@ def _write_slots(session: Session, device_id: str, slots: tuple[PlannedSlot, ...
                     model=slot.name,
                     model_version_id=slot.model_version_id,
                     delegate=delegate,
+                    config=slot.config,
                     updated_at=now,
                 )
             )
-        elif current.model_version_id != slot.model_version_id or current.delegate != delegate:
+        elif (current.model_version_id, current.delegate, current.config) != (
+            slot.model_version_id,
+            delegate,
+            slot.config,
+        ):
             current.model_version_id = slot.model_version_id
             current.delegate = delegate
+            current.config = slot.config
             current.updated_at = now

@@ -19,6 +19,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -114,6 +115,7 @@ class ModelVersion(Base):
     sha256: Mapped[str] = mapped_column(String(64), ForeignKey("artifacts.sha256"))
     inputs: Mapped[list[Any]] = mapped_column(default=list)
     outputs: Mapped[list[Any]] = mapped_column(default=list)
+    has_qdq: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -128,6 +130,8 @@ class Deployment(Base):
     model: Mapped[str] = mapped_column(String(64), ForeignKey("models.name"))
     model_version_id: Mapped[int] = mapped_column(Integer, ForeignKey("model_versions.id"))
     delegate: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    config: Mapped[str | None] = mapped_column(String(64))
+    """Name of the delegate config the slot resolves (None = the fleet-wide default config)."""
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -162,3 +166,40 @@ class EventRecord(Base):
     slot: Mapped[str | None] = mapped_column(String(64))
     message: Mapped[str] = mapped_column(Text, default="")
     data: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class DelegateConfigLayer(Base):
+    """One layer of a named delegate config: a scope and partial DelegateConfig values."""
+
+    __tablename__ = "delegate_config_layers"
+    __table_args__ = (UniqueConstraint("name", "scope"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(64), index=True)
+    scope: Mapped[str] = mapped_column(String(256))
+    values: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class EngineRecord(Base):
+    """A built engine's manifest; its bytes are the artifact ``sha256``."""
+
+    __tablename__ = "engines"
+
+    engine_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64), ForeignKey("artifacts.sha256"))
+    size: Mapped[int] = mapped_column(BigInteger)
+    built_by: Mapped[str] = mapped_column(String(64))
+    manifest: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class BuildLease(Base):
+    """Which device may build the engine ``engine_key`` until ``expires_at``."""
+
+    __tablename__ = "build_leases"
+
+    engine_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(64))
+    expires_at: Mapped[datetime]

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from controller.errors import InvalidInput
+from controller.errors import DatabaseError, InvalidInput
 
 
 def make_engine(url: str) -> Engine:
@@ -58,3 +60,15 @@ def describe(exc: SQLAlchemyError) -> str:
     original = getattr(exc, "orig", None) or exc
     lines = [line.strip() for line in str(original).splitlines() if line.strip()]
     return f"{type(original).__name__}: {lines[0] if lines else 'no details'}"
+
+
+@contextmanager
+def transaction(sessions: sessionmaker[Session]) -> Iterator[Session]:
+    """One transaction; SQLAlchemy errors other than IntegrityError become DatabaseError."""
+    try:
+        with sessions.begin() as session:
+            yield session
+    except IntegrityError:
+        raise
+    except SQLAlchemyError as exc:
+        raise DatabaseError(f"database error: {describe(exc)}") from exc

@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from click.testing import CliRunner
+from sqlalchemy import text
 
 from controller.cli.main import cli
 from controller.db import migrate
@@ -65,3 +67,27 @@ def test_serve_refuses_unmigrated_database(tmp_path: Path, sqlite_url: str) -> N
     result = CliRunner().invoke(cli, ["serve", "--db", sqlite_url, "--data-dir", str(tmp_path)])
     assert result.exit_code == 1
     assert "jetfleet db upgrade --db" in result.output
+
+
+def test_0002_keeps_existing_versions_and_deployments(db_url: str) -> None:
+    command.upgrade(migrate.alembic_config(db_url), "0001")
+    engine = make_engine(db_url)
+    now = "2026-01-01 00:00:00"
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(f"INSERT INTO artifacts VALUES ('{'a' * 64}', 10, '{now}')"))
+            conn.execute(text(f"INSERT INTO models VALUES ('m', '{now}')"))
+            conn.execute(
+                text(
+                    "INSERT INTO model_versions (model, version, sha256, inputs, outputs, "
+                    f"created_at) VALUES ('m', '1', '{'a' * 64}', '[]', '[]', '{now}')"
+                )
+            )
+        migrate.upgrade(db_url)
+        with engine.connect() as conn:
+            row = conn.execute(text("SELECT has_qdq FROM model_versions")).one()
+            assert row[0] in (False, 0)
+        command.downgrade(migrate.alembic_config(db_url), "0001")
+        assert migrate.current_revision(db_url) == "0001"
+    finally:
+        engine.dispose()

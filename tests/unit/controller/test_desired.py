@@ -1,8 +1,15 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 
-from controller.desired import PlannedSlot, desired_document, plan_deploy, plan_undeploy
+from controller.desired import (
+    PlannedSlot,
+    desired_document,
+    plan_deploy,
+    plan_redelegate,
+    plan_undeploy,
+)
 from shared.codec import decode, encode
 from shared.delegate import DelegateConfig
 from shared.messages import DesiredState
@@ -65,3 +72,25 @@ def test_desired_document_points_slots_at_the_artifact_urls() -> None:
     assert doc.slots[0].artifact.url == f"http://ctl:8080/api/v1/artifacts/{SHA_A1}"
     assert doc.slots[1].artifact.sha256 == SHA_B1
     assert decode(DesiredState, encode(doc)) == doc
+
+
+def test_same_slot_under_another_config_name_is_stored_without_a_bump() -> None:
+    current = (slot("a", "1", SHA_A1),)
+    renamed = replace(slot("a", "1", SHA_A1), config="edge")
+    plan = plan_deploy(current, renamed)
+    assert not plan.changed
+    assert plan.rewrite
+    assert plan.slots[0].config == "edge"
+
+
+def test_redelegate_changes_only_slots_of_that_config() -> None:
+    current = (
+        replace(slot("a", "1", SHA_A1), config="edge"),
+        replace(slot("b", "1", SHA_B1), config="other"),
+    )
+    fp16 = DelegateConfig(precision="fp16")
+    plan = plan_redelegate(current, "edge", {"a": fp16, "b": fp16})
+    assert plan.changed
+    assert [s.delegate.precision for s in plan.slots] == ["fp16", "fp32"]
+    again = plan_redelegate(plan.slots, "edge", {"a": fp16})
+    assert not again.changed
