@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from controller.api.schemas import ModelOut, ModelVersionOut, TensorSpec
+from controller.analysis.ops_table import TRT_VERSIONS
+from controller.analysis.report import AnalysisReport, analyze
+from controller.api.schemas import DelegationSummary, ModelOut, ModelVersionOut, TensorSpec
 from controller.artifacts import ArtifactStore, PendingArtifact
 from controller.db.repository import Repository
 from controller.desired import artifact_url
@@ -63,6 +66,7 @@ class Catalog:
                     f"(sha256 {existing.sha256[:12]}…, upload {sha[:12]}…): "
                     "push it under a new version"
                 )
+            analysis = analyze_all(pending.path.read_bytes())
             stored = pending.commit()
             committed = True
             record = self._repo.add_version(
@@ -73,6 +77,7 @@ class Catalog:
                 [s.model_dump() for s in signature.inputs],
                 [s.model_dump() for s in signature.outputs],
                 has_qdq=signature.has_qdq,
+                analysis=analysis,
             )
             return self._out(record), True
         finally:
@@ -104,6 +109,17 @@ class Catalog:
             raise NotFound(f"unknown model version '{name}:{version}'")
         return record
 
+    def analysis(self, name: str, version: str, trt_version: str) -> AnalysisReport:
+        """The stored static analysis of ``name:version`` for one TensorRT version."""
+        record = self.require_version(name, version)
+        report = record.analysis.get(trt_version)
+        if report is None:
+            known = ", ".join(sorted(record.analysis)) or "none (pushed before analysis existed)"
+            raise NotFound(
+                f"no analysis of {name}:{version} for TensorRT {trt_version}; stored: {known}"
+            )
+        return AnalysisReport.model_validate(report)
+
     def _out(self, record: VersionRecord) -> ModelVersionOut:
         return ModelVersionOut(
             name=record.model,
@@ -115,4 +131,26 @@ class Catalog:
             outputs=[TensorSpec.model_validate(s) for s in record.outputs],
             has_qdq=record.has_qdq,
             download_url=artifact_url(self._public_url, record.sha256),
+            delegation={v: _summary(r) for v, r in sorted(record.analysis.items())},
         )
+
+
+def analyze_all(onnx_bytes: bytes) -> dict[str, Any]:
+    """Static delegate analysis for every TensorRT parser version in the table, as JSON.
+
+    The controller has no GPU: TensorRT's own parser is not consulted here (``use_tensorrt``
+    False); an agent with TensorRT can confirm it on the device.
+    """
+    return {
+        v: analyze(onnx_bytes, v, use_tensorrt=False).model_dump(mode="json") for v in TRT_VERSIONS
+    }
+
+
+def _summary(report: dict[str, Any]) -> DelegationSummary:
+    verdict, rates = report["verdict"], report["rates"]
+    return DelegationSummary(
+        verdict=verdict["kind"],
+        line=verdict["line"],
+        flop_share=rates["flop_share"],
+        node_share=rates["node_share"],
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +22,7 @@ class VersionRecord:
     outputs: list[dict[str, Any]]
     created_at: datetime
     has_qdq: bool = False
+    analysis: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

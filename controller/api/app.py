@@ -6,6 +6,7 @@ from fastapi import APIRouter, FastAPI, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
+from controller.analysis.report import AnalysisReport
 from controller.api.convert import device_out, event_out, telemetry_out
 from controller.api.schemas import (
     ConfigChange,
@@ -141,6 +142,11 @@ def _models(services: Services) -> APIRouter:
     @router.get("/models/{name}/versions/{version}")
     def show_version(name: str, version: str) -> ModelVersionOut:
         return catalog.version(name, version)
+
+    @router.get("/models/{name}/versions/{version}/analysis")
+    def show_analysis(name: str, version: str, trt: str = "10.1") -> AnalysisReport:
+        """The static delegate analysis stored at push, for TensorRT parser ``trt``."""
+        return catalog.analysis(name, version, trt)
 
     return router
 

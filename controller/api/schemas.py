@@ -27,6 +27,15 @@ class TensorSpec(ApiModel):
     shape: list[int | str]
 
 
+class DelegationSummary(ApiModel):
+    """How much of a model one TensorRT version can take (the static analysis' verdict)."""
+
+    verdict: Literal["full", "partial", "not_worth"]
+    line: str = Field(description="One line for people, e.g. 'partial: 2 partitions, ...'.")
+    flop_share: float | None = Field(description="Share of estimated FLOPs on the GPU (0-1).")
+    node_share: float | None = Field(description="Share of nodes on the GPU (0-1).")
+
+
 class ModelVersionOut(ApiModel):
     """A stored model version: GET/PUT /api/v1/models/{name}/versions/{version}."""
 
@@ -41,6 +50,10 @@ class ModelVersionOut(ApiModel):
         default=False, description="The graph has QuantizeLinear/DequantizeLinear nodes."
     )
     download_url: str = Field(description="Artifact URL (absolute, from the public base URL).")
+    delegation: dict[str, DelegationSummary] = Field(
+        default_factory=dict,
+        description="Static delegate analysis per TensorRT version (8.5, 8.6, 10.1).",
+    )
 
 
 class ModelOut(ApiModel):

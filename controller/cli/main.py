@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from controller.cli.analyze import analyze
 from controller.cli.configs import configs
 from controller.cli.db import db
 from controller.cli.demo import demo
@@ -31,6 +32,9 @@ for command in (
     demo,
 ):
     cli.add_command(command)
+
+
+models.add_command(analyze)
 
 
 def main() -> None:

@@ -115,6 +115,8 @@ def models_show(ref: str, url: str, as_json: bool) -> None:
         for kind in ("inputs", "outputs"):
             for t in v[kind]:
                 click.echo(f"  {kind[:-1]:<8} {t['name']} {t['datatype']} {t['shape']}")
+        for trt, summary in v.get("delegation", {}).items():
+            click.echo(f"  trt {trt:<5}{summary['line']}")
 
 
 # --- devices ---------------------------------------------------------------------------------

@@ -77,6 +77,7 @@ class Repository:
         inputs: list[dict[str, Any]],
         outputs: list[dict[str, Any]],
         has_qdq: bool = False,
+        analysis: dict[str, Any] | None = None,
     ) -> VersionRecord:
         """Store a new version (and its model and artifact rows when new)."""
         try:
@@ -94,6 +95,7 @@ class Repository:
                     inputs=inputs,
                     outputs=outputs,
                     has_qdq=has_qdq,
+                    analysis=analysis or {},
                 )
                 session.add(row)
                 session.flush()
@@ -333,6 +335,7 @@ def _version(mv: ModelVersion, art: Artifact) -> VersionRecord:
         outputs=list(mv.outputs),
         created_at=mv.created_at,
         has_qdq=bool(mv.has_qdq),
+        analysis=dict(mv.analysis or {}),
     )
 
 

@@ -116,6 +116,8 @@ class ModelVersion(Base):
     inputs: Mapped[list[Any]] = mapped_column(default=list)
     outputs: Mapped[list[Any]] = mapped_column(default=list)
     has_qdq: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    analysis: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    """Static delegate analysis per TensorRT version (controller.analysis.AnalysisReport JSON)."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

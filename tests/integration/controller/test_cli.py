@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner, Result
 
@@ -14,6 +15,7 @@ from controller.sample_models import classifier
 from controller.server import Controller
 from shared.codec import encode
 from shared.topics import Channel, Topics
+from tests.analysis_models import mobilenet_v2_like
 from tests.conftest import free_port
 from tests.integration.controller.agent_messages import reported, telemetry
 from tests.integration.controller.conftest import MqttPeer, poll
@@ -59,6 +61,27 @@ def test_push_list_and_show_a_model(run: Callable[..., Result], model_file: Path
     shown = run("models", "show", "classifier:1.0").output
     assert "input    image FP32 [1, 3, 32, 32]" in shown
     assert "output   probabilities FP32 [1, 10]" in shown
+    assert "trt 10.1 full delegation: 1 partition, 100.0% of FLOPs on GPU" in shown
+
+
+def test_push_stores_the_static_analysis_per_tensorrt_version(
+    run: Callable[..., Result], controller: Controller, tmp_path: Path
+) -> None:
+    path = tmp_path / "mnv2.onnx"
+    path.write_bytes(mobilenet_v2_like(size=96, classes=10, custom_after_block=3))
+    pushed = run("models", "push", str(path), "--name", "mnv2", "--version", "1", "--json")
+    delegation = json.loads(pushed.output)["delegation"]
+    assert sorted(delegation) == ["10.1", "8.5", "8.6"]
+    assert delegation["10.1"]["verdict"] == "partial"
+    assert delegation["10.1"]["flop_share"] == 1.0  # the custom op itself costs no FLOPs
+    assert delegation["10.1"]["node_share"] < 1
+
+    with httpx.Client(base_url=controller.http_url) as http:
+        report = http.get("/api/v1/models/mnv2/versions/1/analysis", params={"trt": "10.1"})
+        assert report.status_code == 200
+        assert len(report.json()["partitions"]) == 2
+        missing = http.get("/api/v1/models/mnv2/versions/1/analysis", params={"trt": "7.0"})
+        assert missing.status_code == 404
 
 
 def test_pushing_a_file_that_is_not_onnx_fails_in_one_line(
