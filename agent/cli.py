@@ -1,17 +1,18 @@
-"""``jetfleet-agent``: run the gateway agent, or print this device's facts."""
+"""``jetfleet-agent``: run the gateway agent, print this device's facts, or check its setup."""
 
 from __future__ import annotations
 
 import json
-import logging
 import sys
 from pathlib import Path
 
 import click
 
 from agent.daemon import run_agent
+from agent.doctor import doctor
 from agent.errors import AgentError, SettingsError
 from agent.facts import probe
+from agent.logging_setup import configure_logging
 from agent.settings import AgentSettings, load_settings
 
 CONFIG_OPTION = click.option(
@@ -47,11 +48,7 @@ def cli() -> None:
 def run(config: Path | None) -> None:
     """Connect to the broker, serve the desired models, report until SIGINT/SIGTERM."""
     settings = _settings(config)
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(settings.log_level)
     try:
         settings.require_device_id()
         run_agent(settings)
@@ -86,6 +83,9 @@ def probe_command(config: Path | None, as_json: bool) -> None:
     for name, source in sorted(facts.sources.items()):
         state = "ok" if source.available else f"absent: {source.reason}"
         click.echo(f"  {name:18} {state}")
+
+
+cli.add_command(doctor)
 
 
 def main() -> None:

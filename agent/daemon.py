@@ -2,12 +2,15 @@
 
 One thread owns every slot record and runs every step, so no step races another. The MQTT
 thread only drops desired documents into an inbox; the HTTP threads only read the registry and
-the readiness flag; a telemetry thread only samples the registry and metrics, so a long engine
-build on the loop thread never stops telemetry. A slot moves downloading → building (only when
-its engine is neither cached nor in the fleet store) → validating → serving; a failure leaves it
-``failed`` with ``last_error`` while the version it had (if any) keeps serving. Each slot reports
-its engine: key, runtime, where it came from, its tuning tag and whether that tag matches the
-device's current power mode.
+the readiness flag; a telemetry thread (:mod:`agent.telemetry_loop`) only samples the collectors,
+so a long engine build on the loop thread never stops telemetry. Telemetry and events leave
+through the disk spool (:mod:`agent.outbox`), so a broker outage delays them but loses none;
+systemd hears READY, STATUS and watchdog pings through :mod:`agent.lifecycle`. A slot moves
+downloading → building (only when its engine is neither cached nor in the fleet store) →
+validating → serving; a failure leaves it ``failed`` with ``last_error`` while the version it had
+(if any) keeps serving. Each slot reports its engine: key, runtime, where it came from, its tuning
+tag and whether that tag matches the device's current power mode; power-mode handling lives in
+:mod:`agent.tuning`.
 """
 
 from __future__ import annotations
@@ -20,11 +23,11 @@ import signal
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from types import FrameType
 from typing import Any
 
+from agent.collectors.health import default_sampler
+from agent.collectors.inference import HistogramMetrics, InferenceCollector
 from agent.downloader import Downloader, model_path
 from agent.engines.cache import EngineCache
 from agent.engines.identity import IdentityError, identify, tuning_matches, tuning_tag
@@ -32,17 +35,19 @@ from agent.engines.resolver import EngineResolver, Resolved
 from agent.engines.store_client import StoreClient
 from agent.errors import AgentError, ModelLoadError, PermanentError
 from agent.facts import probe
-from agent.host_stats import host_load
-from agent.metrics import Metrics
+from agent.lifecycle import ServiceNotifications, phase_text
 from agent.mqtt_link import MqttLink
-from agent.power import Apply, PowerControl, PowerError, Refuse
+from agent.outbox import Outbox
 from agent.reconcile import Actual, ActualSlot, Download, Step, Unload, plan
 from agent.registry import ModelRegistry, ServedModel
 from agent.runtime import ModelLoader, warm_up
 from agent.runtime_ort import load_ort
 from agent.serving import ServingServer, create_app
 from agent.settings import AgentSettings
+from agent.slots import SlotRecord, utcnow
 from agent.state_store import downloaded, ensure_layout, load_desired, save_desired
+from agent.telemetry_loop import TelemetryLoop
+from agent.tuning import PowerTuning
 from shared.messages import (
     DesiredState,
     DeviceFacts,
@@ -51,10 +56,8 @@ from shared.messages import (
     ModelSlot,
     ReportedState,
     SlotPhase,
-    SlotStatus,
-    Telemetry,
 )
-from shared.topics import Topics
+from shared.topics import Channel, Topics
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +67,6 @@ RETRY_S = 15.0
 TICK_S = 0.25
 """Longest the loop waits before it looks at the stop flag again."""
 
-POWER_CHECK_S = 30.0
-"""How often a real Jetson's power mode is read again (a change triggers retuning)."""
-
 
 def agent_version() -> str:
     """The installed jetfleet distribution's version."""
@@ -74,44 +74,6 @@ def agent_version() -> str:
         return importlib.metadata.version("jetfleet")
     except importlib.metadata.PackageNotFoundError:
         return "0+unknown"
-
-
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-@dataclass
-class SlotRecord:
-    """The agent's view of one slot, reported as SlotStatus."""
-
-    name: str
-    desired_version: str | None
-    active_version: str | None = None
-    active_sha256: str | None = None
-    phase: SlotPhase = SlotPhase.IDLE
-    last_error: str | None = None
-    failed_sha256: str | None = None
-    retry: bool = False
-    updated_at: datetime = field(default_factory=_now)
-    engine: Resolved | None = None
-    runtime: str | None = None
-    retune_failed: bool = False
-
-    def status(self) -> SlotStatus:
-        engine = self.engine
-        return SlotStatus(
-            name=self.name,
-            desired_version=self.desired_version,
-            active_version=self.active_version,
-            phase=self.phase,
-            engine_key=engine.key if engine else None,
-            runtime=self.runtime if engine else None,
-            engine_source=engine.source if engine else None,
-            tuning_tag=engine.manifest.tuning.label() if engine else None,
-            tuning_matches=engine.tuning_matches if engine else None,
-            last_error=self.last_error,
-            updated_at=self.updated_at,
-        )
 
 
 class AgentDaemon:
@@ -126,19 +88,14 @@ class AgentDaemon:
     ) -> None:
         self._settings = settings
         self._device_id = settings.require_device_id()
-        self._facts = facts
         self._runtime = runtime
         self._loader = loader or _loader_for(runtime)
-        self._power = PowerControl()
-        self._watch_power = facts.jetson is not None and not facts.simulated
-        self._next_power_check = time.monotonic() + POWER_CHECK_S
+        self._tuning = PowerTuning(facts, self._event)
         self._state_dir = settings.state_dir
         self._version = agent_version()
         self._boot = uuid.uuid4().hex
-        self._telemetry_seq = 0
         self._event_seq = 0
         self._event_lock = threading.Lock()
-        self._telemetry_stop = threading.Event()
         self._inbox: queue.Queue[DesiredState] = queue.Queue()
         self._stopping = False
         self._ready = False
@@ -146,10 +103,25 @@ class AgentDaemon:
         self._observed = -1
         self._heard_broker = False
         self._records: dict[str, SlotRecord] = {}
+        self._engine_keys: dict[str, str] = {}
+        self._swaps = 0
         self._next_retry: float | None = None
         self._last_reported: ReportedState | None = None
+        self._outbox: Outbox | None = None
+        self.service = ServiceNotifications()
         self.registry = ModelRegistry()
-        self.metrics = Metrics()
+        self.metrics = HistogramMetrics()
+        self._sampler = default_sampler(
+            self._state_dir,
+            InferenceCollector(
+                self.metrics,
+                active=self.registry.versions,
+                engine_keys=lambda: self._engine_keys,
+                queue_depth=self.registry.inflight,
+                swaps_total=lambda: self._swaps,
+            ),
+            mapping=dict.fromkeys(settings.disabled_collectors, False),
+        )
         host, port = settings.serve
         self._serve_host = host
         app = create_app(self.registry, self.metrics, lambda: self._ready, self._version)
@@ -169,7 +141,7 @@ class AgentDaemon:
             lease_ttl_s=settings.build_lease_s,
             emit=self._event,
             dla_cores=facts.jetson.dla_cores if facts.jetson else None,
-            cancelled=lambda: self._stopping,
+            cancelled=self._supervising,
         )
         broker_host, broker_port = settings.broker
         self._link = MqttLink(
@@ -192,9 +164,17 @@ class AgentDaemon:
 
     def run(self) -> None:
         """Serve until ``request_stop()``; then publish offline, stop serving, release models."""
+        telemetry: TelemetryLoop | None = None
         try:
             ensure_layout(self._state_dir)
+            self._outbox = Outbox.open(
+                self._state_dir,
+                self._settings.spool_max_mib * 1024 * 1024,
+                self._settings.spool_max_age_s,
+                self._link.publish_spooled,
+            )
             self._server.start()
+            self.service.serving()
             log.info("serving KServe v2 on %s", self.serve_url)
             kept = load_desired(self._state_dir)
             if kept is not None and kept.device_id == self._device_id:
@@ -204,17 +184,27 @@ class AgentDaemon:
                 self._accept(kept, from_broker=False)
             self._last_reported = self.reported()
             self._link.start()
-            telemetry = threading.Thread(target=self._telemetry_loop, name="telemetry", daemon=True)
+            self._outbox.start()
+            telemetry = TelemetryLoop(
+                self._device_id,
+                self._boot,
+                self._sampler,
+                self._outbox,
+                self._settings.telemetry_interval_s,
+            )
             telemetry.start()
-            try:
-                self._loop()
-            finally:
-                self._telemetry_stop.set()
-                telemetry.join(10)
+            self._loop()
+            self.service.stopping("stopping: finishing requests, publishing offline status")
         finally:
+            if telemetry is not None:
+                telemetry.stop()
+            if self._outbox is not None:
+                self._outbox.close()
+            self.service.stop()
             self._link.stop()
             self._server.stop()
             self.registry.close_all()
+            self._sampler.close()
             self._downloader.close()
             if self._store is not None:
                 self._store.close()
@@ -223,22 +213,25 @@ class AgentDaemon:
     # --- the loop -----------------------------------------------------------------------------
 
     def _on_connected(self) -> None:
-        """Runs on the MQTT thread: republish the last reported state (an immutable snapshot)."""
+        """Runs on the MQTT thread: republish the last reported state, resume forwarding."""
         if self._last_reported is not None:
             self._link.publish_reported(self._last_reported)
+        if self._outbox is not None:
+            self._outbox.wake()
 
-    def _telemetry_loop(self) -> None:
-        """Runs on its own thread: samples and publishes until the agent stops."""
-        interval = self._settings.telemetry_interval_s
-        host_load()
-        last_sample = time.monotonic()
-        while not self._telemetry_stop.wait(max(0.0, last_sample + interval - time.monotonic())):
-            now = time.monotonic()
-            self._publish_telemetry(now - last_sample)
-            last_sample = now
+    def _supervising(self) -> bool:
+        """Polled by downloads and builds on the loop thread: proves it alive; True to cancel."""
+        self.service.heartbeat.beat()
+        return self._stopping
+
+    def _tick(self) -> None:
+        slots = [self._records[n].status() for n in sorted(self._records)]
+        status = phase_text(slots, self._desired is not None, self._link.connected)
+        self.service.tick(self._link.reported_acked, self._ready, status)
 
     def _loop(self) -> None:
         while not self._stopping:
+            self._tick()
             wait = TICK_S
             if self._next_retry is not None:
                 wait = min(wait, max(0.0, self._next_retry - time.monotonic()))
@@ -250,9 +243,8 @@ class AgentDaemon:
                 self._accept(desired, from_broker=True)
             if self._next_retry is not None and time.monotonic() >= self._next_retry:
                 self._reconcile()
-            if self._watch_power and time.monotonic() >= self._next_power_check:
-                self._next_power_check = time.monotonic() + POWER_CHECK_S
-                self._check_power_mode()
+            if self._tuning.due() and self._tuning.refresh():
+                self._retag()
 
     def _accept(self, desired: DesiredState, from_broker: bool) -> None:
         first_from_broker = from_broker and not self._heard_broker
@@ -324,6 +316,7 @@ class AgentDaemon:
 
     def _unload(self, name: str) -> None:
         self._records.pop(name, None)
+        self._engine_keys = {k: v for k, v in self._engine_keys.items() if k != name}
         self.engines.unpin(name)
         entry = self.registry.remove(name)
         if entry is not None:
@@ -334,47 +327,25 @@ class AgentDaemon:
     def _download(self, slot: ModelSlot) -> None:
         self._set_phase(slot, SlotPhase.DOWNLOADING)
         self._event("download_started", slot.name, f"downloading {slot.name} {slot.version}")
-        path = self._downloader.fetch(slot.artifact)
+        path = self._downloader.fetch(slot.artifact, on_progress=self._supervising)
         self._event("download_done", slot.name, f"downloaded {path.name}", size=slot.artifact.size)
 
     # --- power mode and tuning ------------------------------------------------------------
 
-    def _apply_power_mode(self, slot: ModelSlot) -> None:
-        """Switch nvpmodel to the slot's power mode when the config allows it (no reboot)."""
-        try:
-            action = self._power.ensure(slot.delegate, self._facts)
-        except PowerError as exc:
-            self._event("error", slot.name, f"power mode not applied: {exc}")
-            return
-        if isinstance(action, Refuse):
-            self._event("error", slot.name, action.reason)
-        elif isinstance(action, Apply):
-            log.info("%s", action.reason)
-            self._refresh_power_mode()
-
-    def _refresh_power_mode(self) -> bool:
-        """Re-read nvpmodel; True when the mode changed (facts and tuning flags updated)."""
-        jetson = self._facts.jetson
-        mode = self._power.current()
-        if jetson is None or mode is None:
-            return False
-        if (jetson.power_mode, jetson.power_mode_id) == (mode.name, mode.id):
-            return False
-        jetson = jetson.model_copy(update={"power_mode": mode.name, "power_mode_id": mode.id})
-        self._facts = self._facts.model_copy(update={"jetson": jetson})
-        now = tuning_tag(self._facts)
+    def _mark_tuning(self) -> None:
+        """The power mode changed: mark which active engines still match it."""
+        now = tuning_tag(self._tuning.facts)
         for record in self._records.values():
             record.retune_failed = False
             if record.engine is not None:
                 matches = tuning_matches(record.engine.manifest.tuning, now)
                 record.engine = dataclasses.replace(record.engine, tuning_matches=matches)
-        log.info("power mode is now %s (%d)", mode.name, mode.id)
-        return True
 
-    def _check_power_mode(self) -> None:
-        if self._refresh_power_mode():
-            self._update()
-            self._reconcile()
+    def _retag(self) -> None:
+        """The power mode changed by itself: report it, then retune what no longer matches."""
+        self._mark_tuning()
+        self._update()
+        self._reconcile()
 
     def _retune(self, slot: ModelSlot) -> None:
         """Find or build an engine tuned under the current conditions; keep serving meanwhile."""
@@ -390,10 +361,12 @@ class AgentDaemon:
 
     def _resolve(self, slot: ModelSlot, retune: bool = False) -> Resolved:
         """The engine of ``slot`` on this device (cache, store, or a build in a child)."""
-        if slot.delegate.power_mode is not None and self._watch_power:
-            self._apply_power_mode(slot)
+        if self._tuning.apply(slot):
+            self._mark_tuning()
         try:
-            identity = identify(self._runtime, self._facts, slot.artifact.sha256, slot.delegate)
+            identity = identify(
+                self._runtime, self._tuning.facts, slot.artifact.sha256, slot.delegate
+            )
         except IdentityError as exc:
             raise ModelLoadError(f"cannot name the engine: {exc}") from exc
         return self._resolver.resolve(
@@ -418,6 +391,8 @@ class AgentDaemon:
             slot.name, slot.version, slot.artifact.sha256, model, slot.serving.max_queue
         )
         old = self.registry.swap(entry)
+        self._engine_keys = {**self._engine_keys, slot.name: engine.key}
+        self._swaps += 1
         record = self._records[slot.name]
         previous = record.engine.key if record.engine else None
         self.engines.pin(slot.name, active=engine.key, rollback=previous)
@@ -455,7 +430,7 @@ class AgentDaemon:
     def _set_phase(self, slot: ModelSlot, phase: SlotPhase) -> None:
         record = self._records[slot.name]
         record.phase = phase
-        record.updated_at = _now()
+        record.updated_at = utcnow()
         self._update()
 
     # --- publishing ---------------------------------------------------------------------------
@@ -471,10 +446,10 @@ class AgentDaemon:
         return ReportedState(
             device_id=self._device_id,
             observed_generation=self._observed,
-            reported_at=_now(),
+            reported_at=utcnow(),
             slots=tuple(self._records[n].status() for n in sorted(self._records)),
             labels=self._settings.labels,
-            facts=self._facts,
+            facts=self._tuning.facts,
             serve_url=self.serve_url,
             agent_version=self._version,
         )
@@ -491,28 +466,16 @@ class AgentDaemon:
         event = Event(
             device_id=self._device_id,
             event_id=f"{self._device_id}:{self._boot}:e{seq}",
-            ts=_now(),
+            ts=utcnow(),
             kind=kind,
             slot=slot,
             message=message,
             data=data,
         )
-        self._link.publish_event(event)
-
-    def _publish_telemetry(self, elapsed_s: float) -> None:
-        load = host_load()
-        self._telemetry_seq += 1
-        sample = Telemetry(
-            device_id=self._device_id,
-            sample_id=f"{self._device_id}:{self._boot}:{self._telemetry_seq}",
-            ts=_now(),
-            interval_s=max(elapsed_s, 1e-3),
-            cpu_percent=load.cpu_percent,
-            memory_used_bytes=load.memory_used_bytes,
-            memory_total_bytes=load.memory_total_bytes,
-            models=self.metrics.sample(dict(self.registry.versions())),
-        )
-        self._link.publish_telemetry(sample)
+        if self._outbox is None:
+            log.debug("event before the outbox opened, not sent: %s", message)
+            return
+        self._outbox.send(Channel.EVENTS, event, event.event_id)
 
 
 def _loader_for(runtime: str) -> ModelLoader:

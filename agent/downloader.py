@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
@@ -88,8 +89,11 @@ class Downloader:
         """Release the connection pool."""
         self._client.close()
 
-    def fetch(self, ref: ArtifactRef) -> Path:
-        """The verified model file for ``ref``, downloading (or resuming) only what is missing."""
+    def fetch(self, ref: ArtifactRef, on_progress: Callable[[], object] | None = None) -> Path:
+        """The verified model file for ``ref``, downloading (or resuming) only what is missing.
+
+        ``on_progress`` runs after every chunk written (the loop's heartbeat).
+        """
         final = model_path(self._state_dir, ref.sha256)
         if is_present(self._state_dir, ref):
             if _hash_file(final) == (ref.size, ref.sha256):
@@ -103,7 +107,7 @@ class Downloader:
             part.unlink()
         if not part.exists() or part.stat().st_size < ref.size:
             url = resolve_url(ref.url, self._base_url)
-            self._stream(url, part, ref.size)
+            self._stream(url, part, ref.size, on_progress)
             got = part.stat().st_size
             if got < ref.size:
                 raise DownloadError(f"{url} ended after {got} of {ref.size} bytes; will resume")
@@ -112,7 +116,13 @@ class Downloader:
         _fsync_dir(final.parent)
         return final
 
-    def _stream(self, url: str, part: Path, expected_size: int) -> None:
+    def _stream(
+        self,
+        url: str,
+        part: Path,
+        expected_size: int,
+        on_progress: Callable[[], object] | None = None,
+    ) -> None:
         offset = part.stat().st_size if part.exists() else 0
         headers = {"Range": f"bytes={offset}-"} if offset else {}
         try:
@@ -133,6 +143,8 @@ class Downloader:
                         if written > expected_size:
                             break
                         f.write(chunk)
+                        if on_progress is not None:
+                            on_progress()
                     f.flush()
                     os.fsync(f.fileno())
                 if written > expected_size:

@@ -4,14 +4,21 @@ Presence: the Last Will is a retained ``Status(offline)`` on ``<prefix>/<id>/sta
 (re)connect first runs ``on_connected`` (the daemon republishes its reported state there, so a
 controller meets the device with its labels and facts), then publishes a retained
 ``Status(online)`` and subscribes to ``<prefix>/<id>/desired``.
-paho's network thread reconnects with a growing delay; QoS 1 messages published while the link
-is down are queued by paho and sent after the reconnect.
+paho's network thread reconnects with a growing delay.
+
+Telemetry and events do not go through paho's memory queue: they leave the agent's disk spool one
+at a time through :meth:`MqttLink.publish_spooled`, which answers ``True`` only once the broker
+acknowledged the message (PUBACK). paho re-sends an unacknowledged QoS 1 message by itself after a
+reconnect, so a retried entry waits for that earlier message rather than publishing a second copy.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -20,8 +27,9 @@ from paho.mqtt.enums import CallbackAPIVersion
 from pydantic import BaseModel
 
 from agent.errors import StartupError
+from agent.spool import SpoolEntry
 from shared.codec import MessageError, decode, encode
-from shared.messages import DesiredState, Event, ReportedState, Status, Telemetry
+from shared.messages import DesiredState, ReportedState, Status
 from shared.topics import Channel, Topics
 
 log = logging.getLogger(__name__)
@@ -29,6 +37,59 @@ log = logging.getLogger(__name__)
 KEEPALIVE_S = 30
 RECONNECT_MIN_S = 1
 RECONNECT_MAX_S = 30
+ACK_TIMEOUT_S = 5.0
+"""How long :meth:`MqttLink.publish_spooled` waits for a PUBACK before it answers ``False``."""
+RESEND_AFTER_S = 120.0
+"""A spooled message unacknowledged this long on a live session is published again (a duplicate
+at worst, which its idempotency key absorbs), in case the client dropped it."""
+
+
+class Acks:
+    """PUBACKs seen by paho's thread, numbered, so a waiter knows which came after its publish.
+
+    paho may run ``on_publish`` before ``publish()`` returned the message id, and reuses ids after
+    65535 messages; comparing the ack's number with one taken just before the publish answers both.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._count = 0
+        self._last: dict[int, int] = {}
+
+    def mark(self) -> int:
+        """The current ack number; take it just before publishing."""
+        with self._cond:
+            return self._count
+
+    def add(self, mid: int) -> None:
+        """Record the broker's acknowledgement of message ``mid`` (paho's thread)."""
+        with self._cond:
+            self._count += 1
+            self._last[mid] = self._count
+            self._cond.notify_all()
+
+    def seen(self, mid: int, since: int) -> bool:
+        """True when ``mid`` was acknowledged after ack number ``since``."""
+        with self._cond:
+            return self._last.get(mid, -1) > since
+
+    def wait(self, mid: int, since: int, timeout_s: float, alive: Callable[[], bool]) -> bool:
+        """Wait up to ``timeout_s`` for ``mid``'s ack; give up early once ``alive()`` is False."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._last.get(mid, -1) <= since:
+                left = deadline - time.monotonic()
+                if left <= 0 or not alive():
+                    return False
+                self._cond.wait(min(left, 0.25))
+            return True
+
+
+@dataclass(frozen=True)
+class _Sent:
+    mid: int
+    since: int
+    at: float
 
 
 class MqttLink:
@@ -62,6 +123,12 @@ class MqttLink:
         self._client.on_connect = self._handle_connect
         self._client.on_disconnect = self._handle_disconnect
         self._client.on_message = self._handle_message
+        self._client.on_publish = self._handle_publish
+        self._acks = Acks()
+        self._sent: dict[str, _Sent] = {}
+        self._reported: list[_Sent] = []
+        self._reported_acked = False
+        self._reported_lock = threading.Lock()
 
     @property
     def connected(self) -> bool:
@@ -93,15 +160,63 @@ class MqttLink:
 
     def publish_reported(self, reported: ReportedState) -> None:
         """Publish the reported state (QoS 1, retained)."""
-        self._publish(Channel.REPORTED, reported, qos=1, retain=True)
+        since = self._acks.mark()
+        info = self._publish(Channel.REPORTED, reported, qos=1, retain=True)
+        if info is not None:
+            with self._reported_lock:
+                if not self._reported_acked:
+                    self._reported = [
+                        *self._reported[-31:],
+                        _Sent(info.mid, since, time.monotonic()),
+                    ]
 
-    def publish_telemetry(self, sample: Telemetry) -> None:
-        """Publish one telemetry sample (QoS 1)."""
-        self._publish(Channel.TELEMETRY, sample, qos=1, retain=False)
+    @property
+    def reported_acked(self) -> bool:
+        """True once the broker acknowledged any reported state of this link."""
+        with self._reported_lock:
+            if not self._reported_acked:
+                self._reported_acked = any(self._acks.seen(s.mid, s.since) for s in self._reported)
+                if self._reported_acked:
+                    self._reported.clear()
+            return self._reported_acked
 
-    def publish_event(self, event: Event) -> None:
-        """Publish one event (QoS 1)."""
-        self._publish(Channel.EVENTS, event, qos=1, retain=False)
+    def publish_spooled(self, entry: SpoolEntry, timeout_s: float = ACK_TIMEOUT_S) -> bool:
+        """Publish one spool entry (QoS 1) on its channel and wait for the broker's PUBACK.
+
+        ``False`` without publishing while disconnected, and when no PUBACK came within
+        ``timeout_s``. An entry whose earlier publish is still unacknowledged is not published
+        again: paho re-sends that one after a reconnect, so this waits for it.
+        """
+        try:
+            channel = Channel(entry.channel)
+        except ValueError:
+            log.error("dropping spooled message %s: unknown channel %r", entry.key, entry.channel)
+            return True
+        sent = self._sent.get(entry.key)
+        now = time.monotonic()
+        if sent is not None and self.connected and now - sent.at > RESEND_AFTER_S:
+            log.warning(
+                "no PUBACK for %s after %.0f s; publishing it again", entry.key, now - sent.at
+            )
+            sent = None
+        if sent is None:
+            if not self.connected:
+                return False
+            topic = self._topics.device(self._device_id, channel)
+            since = self._acks.mark()
+            info = self._client.publish(topic, entry.payload, qos=1, retain=False)
+            if info.rc not in (mqtt.MQTT_ERR_SUCCESS, mqtt.MQTT_ERR_NO_CONN):
+                log.warning("publish to %s failed: %s", topic, mqtt.error_string(info.rc))
+                return False
+            sent = _Sent(info.mid, since, now)
+            self._sent[entry.key] = sent
+            log.debug("published %s as message %d (rc %s)", entry.key, info.mid, info.rc)
+        if not self._acks.wait(sent.mid, sent.since, timeout_s, lambda: self.connected):
+            log.debug("no PUBACK for %s (message %d) yet", entry.key, sent.mid)
+            return False
+        del self._sent[entry.key]
+        log.debug("PUBACK for %s (message %d)", entry.key, sent.mid)
+        return True
 
     def _publish(
         self, channel: Channel, message: BaseModel, qos: int, retain: bool
@@ -112,6 +227,11 @@ class MqttLink:
             log.warning("publish to %s failed: %s", topic, mqtt.error_string(info.rc))
             return None
         return info
+
+    def _handle_publish(
+        self, client: mqtt.Client, userdata: Any, mid: int, reason_code: Any, properties: Any
+    ) -> None:
+        self._acks.add(mid)
 
     def _handle_connect(
         self,

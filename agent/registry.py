@@ -32,6 +32,12 @@ class ServedModel:
     _inflight: int = 0
     _idle: threading.Condition = field(default_factory=threading.Condition)
 
+    @property
+    def inflight(self) -> int:
+        """Requests using this model now."""
+        with self._idle:
+            return self._inflight
+
     @contextmanager
     def lease(self) -> Iterator[LoadedModel]:
         """Use the model for one request; Busy when ``max_queue`` requests are in flight."""
@@ -88,6 +94,12 @@ class ModelRegistry:
         """Name → version of everything being served."""
         with self._lock:
             return {name: entry.version for name, entry in self._models.items()}
+
+    def inflight(self) -> int:
+        """Requests being served now, over every model (the telemetry's queue depth)."""
+        with self._lock:
+            entries = list(self._models.values())
+        return sum(entry.inflight for entry in entries)
 
     def close_all(self, timeout_s: float = 10.0) -> None:
         """Stop serving everything and release the runtimes."""

@@ -87,6 +87,21 @@ class AgentSettings(BaseSettings):
     telemetry_interval_s: float = Field(
         default=10.0, gt=0, le=3600, description="Seconds between telemetry samples."
     )
+    spool_max_mib: int = Field(
+        default=64,
+        gt=0,
+        description="Size bound of the offline telemetry/event spool in the state directory "
+        "(MiB); the oldest messages are dropped, and counted, beyond it.",
+    )
+    spool_max_age_s: float = Field(
+        default=7 * 24 * 3600.0,
+        gt=0,
+        description="Spooled messages older than this (seconds) are dropped, and counted.",
+    )
+    disabled_collectors: tuple[Literal["jetson", "jtop", "nvml"], ...] = Field(
+        default=(),
+        description='Telemetry sources not to sample; env: a JSON list, e.g. ["nvml"].',
+    )
     simulated_profile: str | None = Field(
         default=None,
         description="Name of a simulated device profile overlaying the probed facts (demo only).",

@@ -290,8 +290,9 @@ class Forwarder:
     """Drains a spool through ``publish`` in order, stopping at the first failure.
 
     ``drain`` is the synchronous core (tests and shutdown use it); ``start`` runs it on a thread
-    that wakes on :meth:`notify` (call it after ``append``), after ``idle_s`` without news, and
-    after a backoff when the broker did not acknowledge.
+    that wakes on :meth:`notify` (call it after ``append``, or when the broker is back), after
+    ``idle_s`` without news, and after a backoff when the broker did not acknowledge; a
+    :meth:`notify` cuts the backoff short.
     """
 
     def __init__(
@@ -369,7 +370,7 @@ class Forwarder:
                 result = DrainResult(0, failed=True)
             if result.failed:
                 delay = next_retry_delay(delay, self._retry_base_s, self._retry_cap_s)
-                self._stop.wait(delay)
+                self._wake.wait(delay)
                 continue
             delay = None
             self._wake.wait(self._idle_s)

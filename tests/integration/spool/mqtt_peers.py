@@ -8,6 +8,7 @@ for that earlier message instead of publishing a second copy.
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import signal
@@ -39,7 +40,11 @@ class MosquittoBroker:
         self.port = port
         self.process: subprocess.Popen[bytes] | None = None
         self.config = directory / "mosquitto.conf"
+        # Run as the test's own user: started as root, Mosquitto would otherwise switch to the
+        # "mosquitto" user, which cannot write the persistence file into ``directory``, so
+        # sessions (and messages queued for them) would not survive the restart.
         self.config.write_text(
+            f"user {getpass.getuser()}\n"
             f"listener {port} 127.0.0.1\n"
             "allow_anonymous true\n"
             "persistence true\n"
