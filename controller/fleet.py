@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -167,6 +167,38 @@ class Fleet:
             )
         return plans
 
+    def deploy_to(
+        self, device_ids: Sequence[str], model: str, version: str, config: str | None
+    ) -> DeploymentResult:
+        """Put ``model:version`` (with ``config`` resolved per device) on these devices.
+
+        What a rollout wave does; like :meth:`deploy` with a device list. Devices already
+        serving exactly that keep their generation, so publishing again is idempotent.
+        """
+        record = self._catalog.require_version(model, version)
+        with self._lock:
+            if config is None:
+                slot = self._slot(record, DelegateConfig(), None)
+                plans = {d: _deploying(slot) for d in device_ids}
+            else:
+                plans = self._config_plans(config, record, list(device_ids))
+            return self._apply(plans)
+
+    def restore(self, model: str, previous: Mapping[str, PlannedSlot | None]) -> DeploymentResult:
+        """Give each device its previous slot of ``model`` back (None: it had none).
+
+        A rollout's rollback: the stored slot carries the exact version and resolved delegate,
+        so the device finds the engine it kept and needs no download and no build.
+        """
+        plans: _Plans = {}
+        for device_id, slot in previous.items():
+            if slot is None:
+                plans[device_id] = _removing(model)
+            else:
+                plans[device_id] = _deploying(slot)
+        with self._lock:
+            return self._apply(plans)
+
     def republish_all(self) -> int:
         """Publish every device's current desired document again (same generation)."""
         with self._lock:
@@ -219,6 +251,10 @@ _Plans = dict[str, _Plan]
 
 def _deploying(slot: PlannedSlot) -> _Plan:
     return lambda current: plan_deploy(current, slot)
+
+
+def _removing(model: str) -> _Plan:
+    return lambda current: plan_undeploy(current, model)
 
 
 def _redelegating(config: str, delegates: dict[str, DelegateConfig]) -> _Plan:

@@ -14,6 +14,7 @@ from controller.api.schemas import IngestStats
 from controller.db.repository import Repository
 from controller.db.schema import utcnow
 from controller.errors import ControllerError
+from controller.ingest_batch import IngestBatcher
 from shared.codec import MessageError, decode_for
 from shared.messages import Event, ReportedState, Status, Telemetry
 from shared.topics import Channel, Topics
@@ -25,9 +26,17 @@ class Ingest:
     """Handles every message the controller receives from agents."""
 
     def __init__(
-        self, repo: Repository, topics: Topics, clock: Callable[[], datetime] = utcnow
+        self,
+        repo: Repository,
+        topics: Topics,
+        clock: Callable[[], datetime] = utcnow,
+        batcher: IngestBatcher | None = None,
     ) -> None:
         self._repo = repo
+        self._batcher = batcher
+        """When set, telemetry and events are queued for batched writes (issue 6)."""
+        if batcher is not None:
+            batcher.on_written = self._count_written
         self._topics = topics
         self._clock = clock
         self._lock = threading.Lock()
@@ -49,6 +58,9 @@ class Ingest:
         except MessageError as exc:
             self._reject(channel, device_id, exc)
             return
+        if self._batcher is not None and isinstance(message, (Telemetry, Event)):
+            self._batcher.submit(message)  # counted as accepted once written
+            return
         try:
             self._store(message, self._clock())
         except ControllerError as exc:
@@ -56,6 +68,10 @@ class Ingest:
             return
         with self._lock:
             self._accepted += 1
+
+    def _count_written(self, count: int) -> None:
+        with self._lock:
+            self._accepted += count
 
     def stats(self) -> IngestStats:
         """Counts since start, for ``GET /api/v1/ingest``."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import threading
@@ -20,13 +21,18 @@ from controller.db import migrate
 from controller.db.config_store import ConfigStore
 from controller.db.engine_store import EngineStoreDb
 from controller.db.repository import Repository
+from controller.db.rollout_store import RolloutStore
 from controller.db.session import make_engine, redact
+from controller.db.telemetry_store import Retention, TelemetryStore
 from controller.embedded_broker import EmbeddedBroker
 from controller.engines import EngineStore
 from controller.errors import ControllerError, DatabaseError
 from controller.fleet import Fleet
 from controller.ingest import Ingest
+from controller.ingest_batch import IngestBatcher
 from controller.mqtt_bus import MqttBus
+from controller.rollouts.loop import RolloutLoop
+from controller.rollouts.service import RolloutService
 from controller.services import Services
 from controller.settings import Settings
 from shared.topics import Topics
@@ -81,7 +87,11 @@ class Controller:
         catalog = Catalog(repo, store, public_url)
         configs = Configs(ConfigStore(engine), repo, catalog)
         engines = EngineStore(EngineStoreDb(engine), store)
-        ingest = Ingest(repo, topics)
+        telemetry = TelemetryStore(engine)
+        batcher = IngestBatcher(telemetry, retention=Retention.from_env(os.environ))
+        batcher.start()
+        self._stoppers.append(batcher.stop)
+        ingest = Ingest(repo, topics, batcher=batcher)
 
         broker_url = s.broker_url
         if broker_url is None:
@@ -92,6 +102,9 @@ class Controller:
         self.broker_url = broker_url
         bus = MqttBus(broker_url, topics, ingest.handle, on_connected=self._republish_soon)
         fleet = Fleet(repo, catalog, configs, bus, topics, public_url)
+        rollout_store = RolloutStore(engine)
+        rollout_loop = RolloutLoop(rollout_store, repo, fleet)
+        rollouts = RolloutService(rollout_store, repo, catalog, configs, wake=rollout_loop.wake)
         self.services = Services(
             repo=repo,
             store=store,
@@ -102,9 +115,14 @@ class Controller:
             ingest=ingest,
             database_label=redact(s.db_url),
             broker_label=broker_url,
+            telemetry=telemetry,
+            batcher=batcher,
+            rollouts=rollouts,
         )
         bus.start()
         self._stoppers.append(bus.stop)
+        rollout_loop.start()
+        self._stoppers.append(rollout_loop.stop)
         config = uvicorn.Config(
             create_app(self.services), lifespan="off", log_config=None, access_log=False
         )

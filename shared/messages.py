@@ -64,6 +64,11 @@ class ModelSlot(WireModel):
     artifact: ArtifactRef
     delegate: DelegateConfig = Field(default_factory=DelegateConfig)
     serving: ServingSettings = Field(default_factory=ServingSettings)
+    reference: ArtifactRef | None = Field(
+        default=None,
+        description="NPZ of reference inputs and FP32 outputs (input:<name>, output:<name>, "
+        "first axis = case) the agent validates a new engine against before switching to it.",
+    )
 
 
 class DesiredState(WireModel):

@@ -8,6 +8,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from controller.analysis.report import AnalysisReport
 from controller.api.convert import device_out, event_out, telemetry_out
+from controller.api.routes_health import health_router
+from controller.api.routes_rollouts import rollouts_router
 from controller.api.schemas import (
     ConfigChange,
     ConfigLayerIn,
@@ -71,6 +73,8 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(_artifacts(services), prefix="/api/v1")
     app.include_router(_configs(services), prefix="/api/v1")
     app.include_router(_engines(services), prefix="/api/v1")
+    app.include_router(rollouts_router(services), prefix="/api/v1")
+    app.include_router(health_router(services))
     return app
 
 

@@ -10,6 +10,7 @@ from controller.cli.db import db
 from controller.cli.demo import demo
 from controller.cli.engines import engines
 from controller.cli.operator import deploy, devices, models, telemetry, undeploy
+from controller.cli.rollouts import rollouts
 from controller.cli.serve import serve
 
 
@@ -29,6 +30,7 @@ for command in (
     telemetry,
     configs,
     engines,
+    rollouts,
     demo,
 ):
     cli.add_command(command)

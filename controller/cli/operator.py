@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -293,24 +295,66 @@ def undeploy(name: str, device: str | None, selector: str | None, url: str, as_j
 # --- telemetry -------------------------------------------------------------------------------
 
 
+_TELEMETRY_HEADERS = ["time", "cpu", "mem", "model", "requests", "errors", "p50 ms", "p99 ms"]
+
+
 @click.command()
 @click.argument("device_id")
 @click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new samples until Ctrl-C.")
+@click.option(
+    "--interval", default=2.0, show_default=True, type=click.FloatRange(0.1), help="Poll seconds."
+)
 @api_options
-def telemetry(device_id: str, limit: int, url: str, as_json: bool) -> None:
-    """Show a device's latest telemetry samples (newest first)."""
+def telemetry(
+    device_id: str, limit: int, follow: bool, interval: float, url: str, as_json: bool
+) -> None:
+    """Show a device's latest telemetry samples (newest first; --follow: oldest first, live)."""
+    if follow:
+        _follow(device_id, limit, interval, url, as_json)
+        return
     out = call_api(lambda c: c.telemetry(device_id, limit), url)
     if as_json:
         emit_json(out)
         return
-    rows: list[tuple[object, ...]] = []
-    for sample in out:
-        mem = sample["memory_used_bytes"] / max(sample["memory_total_bytes"], 1) * 100
-        base = (sample["ts"][:19], f"{sample['cpu_percent']:.0f}%", f"{mem:.0f}%")
-        if not sample["models"]:
-            rows.append((*base, None, None, None, None, None))
-        for m in sample["models"]:
-            p50, p99 = ms(m["latency_p50_ms"]), ms(m["latency_p99_ms"])
-            rows.append((*base, m["name"], m["requests"], m["errors"], p50, p99))
-    headers = ["time", "cpu", "mem", "model", "requests", "errors", "p50 ms", "p99 ms"]
-    click.echo(table(headers, rows))
+    rows = [row for sample in out for row in _telemetry_rows(sample)]
+    click.echo(table(_TELEMETRY_HEADERS, rows))
+
+
+def _telemetry_rows(sample: dict[str, Any]) -> list[tuple[object, ...]]:
+    mem = sample["memory_used_bytes"] / max(sample["memory_total_bytes"], 1) * 100
+    base = (sample["ts"][:19], f"{sample['cpu_percent']:.0f}%", f"{mem:.0f}%")
+    if not sample["models"]:
+        return [(*base, None, None, None, None, None)]
+    return [
+        (
+            *base,
+            m["name"],
+            m["requests"],
+            m["errors"],
+            ms(m["latency_p50_ms"]),
+            ms(m["latency_p99_ms"]),
+        )
+        for m in sample["models"]
+    ]
+
+
+def _follow(device_id: str, limit: int, interval: float, url: str, as_json: bool) -> None:
+    """Poll the newest samples and print those not printed yet, until Ctrl-C."""
+    seen: set[str] = set()
+    header = True
+    try:
+        while True:
+            out = call_api(lambda c: c.telemetry(device_id, limit), url)
+            fresh = [s for s in reversed(out) if s["sample_id"] not in seen]
+            seen.update(s["sample_id"] for s in fresh)
+            for sample in fresh:
+                if as_json:
+                    click.echo(json.dumps(sample, sort_keys=True, default=str))
+                    continue
+                lines = table(_TELEMETRY_HEADERS, _telemetry_rows(sample)).splitlines()
+                click.echo("\n".join(lines if header else lines[1:]))
+                header = False
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return

@@ -152,6 +152,22 @@ class TelemetrySample(Base):
     memory_used_bytes: Mapped[int] = mapped_column(BigInteger)
     memory_total_bytes: Mapped[int] = mapped_column(BigInteger)
     models: Mapped[list[Any]] = mapped_column(default=list)
+    # Issue 6 (migration 0004): what health and charts query are columns; the rest is ``extra``.
+    requests: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    errors: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    latency_p50_ms: Mapped[float | None] = mapped_column(Float)
+    latency_p99_ms: Mapped[float | None] = mapped_column(Float)
+    gpu_load_percent: Mapped[float | None] = mapped_column(Float)
+    temperature_max_c: Mapped[float | None] = mapped_column(Float)
+    power_mw: Mapped[float | None] = mapped_column(Float)
+    memory_available_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    largest_free_block_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    nvmap_used_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    disk_free_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    queue_depth: Mapped[int | None] = mapped_column(Integer)
+    swaps: Mapped[int | None] = mapped_column(Integer)
+    spool_dropped: Mapped[int | None] = mapped_column(BigInteger)
+    extra: Mapped[dict[str, Any] | None] = mapped_column(default=None)
 
 
 class EventRecord(Base):

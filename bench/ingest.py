@@ -1,0 +1,323 @@
+"""Telemetry ingest end to end, against the broker's own C clients, and the idle agent's footprint.
+
+Table 1, on one private Mosquitto started for the run (unbounded queues, so nothing is dropped):
+- **ceiling**: ``mosquitto_pub -l`` (one process per simulated device, QoS 1) → ``mosquitto_sub``
+  counting every message: the most this broker moves on this machine.
+- **controller**: the same publishers → ``jetfleet`` controller (paho, validation, batched
+  writer) → PostgreSQL (COPY) [and SQLite with ``--sqlite``]: seconds from the first publish until
+  the last sample is persisted, checked by counting the rows.
+Table 2: RSS and CPU of ``jetfleet-agent run`` (telemetry at 1 Hz, no models) over ``--idle-s``.
+
+Usage: ``python bench/ingest.py [--devices 100] [--per-device 500] [--pg URL] [--sqlite]``.
+Writes ``bench/results/ingest.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import psutil
+
+from controller.server import Controller
+from controller.settings import Settings
+from shared.codec import encode
+from shared.messages import ModelStats, Telemetry
+
+DEFAULT_PG = os.environ.get(
+    "JETFLEET_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_broker(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    conf = workdir / "mosquitto.conf"
+    conf.write_text(
+        f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
+        "max_queued_messages 0\nmax_queued_bytes 0\nmax_inflight_messages 0\n"
+    )
+    exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    proc = subprocess.Popen(
+        [exe, "-c", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return proc, port
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("mosquitto did not start: apt-get install mosquitto mosquitto-clients")
+
+
+def payload_files(
+    workdir: Path, prefix: str, devices: int, per_device: int, tag: str
+) -> list[tuple[str, Path]]:
+    """One file of JSON lines per device (each line one Telemetry), and its topic."""
+    start = datetime.now(timezone.utc) - timedelta(seconds=per_device)
+    out = []
+    for d in range(devices):
+        device_id = f"bench-{d:04d}"
+        lines = []
+        for n in range(per_device):
+            msg = Telemetry(
+                device_id=device_id,
+                sample_id=f"{tag}-{n}",
+                ts=start + timedelta(seconds=n),
+                interval_s=1.0,
+                cpu_percent=12.5,
+                memory_used_bytes=3 << 30,
+                memory_total_bytes=8 << 30,
+                memory_available_bytes=5 << 30,
+                gpu_load_percent=40.0,
+                temperature_max_c=55.0,
+                power_mw=7500.0,
+                models=(
+                    ModelStats(
+                        name="detector",
+                        requests=30,
+                        errors=0,
+                        latency_p50_ms=4.0,
+                        latency_p99_ms=9.0,
+                    ),
+                ),
+            )
+            lines.append(encode(msg).decode())
+        path = workdir / f"{tag}-{device_id}.jsonl"
+        path.write_text("\n".join(lines) + "\n")
+        out.append((f"{prefix}/{device_id}/telemetry", path))
+    return out
+
+
+def publish_all(port: int, files: list[tuple[str, Path]]) -> list[subprocess.Popen[bytes]]:
+    procs = []
+    for topic, path in files:
+        with path.open("rb") as fh:
+            procs.append(
+                subprocess.Popen(
+                    ["mosquitto_pub", "-p", str(port), "-q", "1", "-t", topic, "-l"], stdin=fh
+                )
+            )
+    return procs
+
+
+def ceiling(port: int, prefix: str, files: list[tuple[str, Path]], total: int) -> float:
+    sub = subprocess.Popen(
+        [
+            "mosquitto_sub",
+            "-p",
+            str(port),
+            "-q",
+            "1",
+            "-t",
+            f"{prefix}/+/telemetry",
+            "-C",
+            str(total),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
+    time.sleep(0.5)  # let the subscription land before the first publish
+    began = time.monotonic()
+    pubs = publish_all(port, files)
+    sub.wait(600)
+    elapsed = time.monotonic() - began
+    for p in pubs:
+        p.wait(60)
+    return elapsed
+
+
+def fresh_pg(base_url: str) -> str:
+    import psycopg
+
+    name = f"jetfleet_bench_{uuid.uuid4().hex[:8]}"
+    admin = base_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return base_url.rsplit("/", 1)[0] + "/" + name
+
+
+def drop_pg(base_url: str, url: str) -> None:
+    import psycopg
+
+    admin = base_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
+
+
+def through_controller(
+    db_url: str, port: int, prefix: str, files: list[tuple[str, Path]], total: int, workdir: Path
+) -> tuple[float, int, dict[str, float]]:
+    settings = Settings(
+        db_url=db_url,
+        broker_url=f"mqtt://127.0.0.1:{port}",
+        data_dir=workdir / "data",
+        http_port=0,
+        topic_prefix=prefix,
+        auto_migrate=True,
+    )
+    controller = Controller(settings)
+    controller.start()
+    try:
+        services = controller.services
+        assert services is not None
+        assert services.batcher is not None
+        assert services.telemetry is not None
+        batcher = services.batcher
+        began = time.monotonic()
+        pubs = publish_all(port, files)
+        deadline = began + 600
+        peak_queue = 0
+        while batcher.stats().samples_persisted < total and time.monotonic() < deadline:
+            peak_queue = max(peak_queue, batcher.stats().queued)
+            time.sleep(0.05)
+        elapsed = time.monotonic() - began
+        for p in pubs:
+            p.wait(60)
+        stored = services.telemetry.counts()["samples"]
+        stats = batcher.stats()
+        extra = {"batches": stats.batches, "peak_queue": peak_queue, "blocked_s": stats.blocked_s}
+        return elapsed, stored, extra
+    finally:
+        controller.stop()
+
+
+def idle_agent(port: int, seconds: float, workdir: Path) -> dict[str, float]:
+    env = {
+        **os.environ,
+        "JETFLEET_DEVICE_ID": "bench-idle",
+        "JETFLEET_BROKER_URL": f"mqtt://127.0.0.1:{port}",
+        "JETFLEET_STATE_DIR": str(workdir / "agent"),
+        "JETFLEET_SERVE_ADDRESS": "127.0.0.1:0",
+        "JETFLEET_TELEMETRY_INTERVAL_S": "1",
+        "JETFLEET_LOG_LEVEL": "warning",
+    }
+    exe = str(Path(sys.executable).parent / "jetfleet-agent")
+    proc = subprocess.Popen(
+        [exe, "run"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        ps = psutil.Process(proc.pid)
+        time.sleep(10)  # start-up (imports, facts probe) is not "idle"
+        if proc.poll() is not None:
+            raise SystemExit(f"the agent exited: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+        cpu0 = ps.cpu_times()
+        t0 = time.monotonic()
+        rss_peak = 0
+        while time.monotonic() - t0 < seconds:
+            rss_peak = max(rss_peak, ps.memory_info().rss)
+            time.sleep(1)
+        cpu1 = ps.cpu_times()
+        wall = time.monotonic() - t0
+        used = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
+        return {
+            "rss_mb": ps.memory_info().rss / 1e6,
+            "rss_peak_mb": rss_peak / 1e6,
+            "uss_mb": ps.memory_full_info().uss / 1e6,
+            "cpu_percent": 100 * used / wall,
+            "seconds": wall,
+        }
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--devices", type=int, default=100)
+    parser.add_argument("--per-device", type=int, default=500)
+    parser.add_argument(
+        "--pg", default=DEFAULT_PG, help="PostgreSQL server URL (a database is created and dropped)"
+    )
+    parser.add_argument("--sqlite", action="store_true", help="also run the controller on SQLite")
+    parser.add_argument("--idle-s", type=float, default=30.0)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args()
+    total = args.devices * args.per_device
+    rows: list[tuple[str, float, int]] = []
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="jf-bench-ingest-") as tmp:
+        workdir = Path(tmp)
+        broker, port = start_broker(workdir)
+        try:
+            prefix = f"bench/{uuid.uuid4().hex[:6]}"
+            files = payload_files(workdir, prefix, args.devices, args.per_device, "c")
+            seconds = ceiling(port, prefix, files, total)
+            rows.append(("mosquitto_pub -l → mosquitto_sub (ceiling)", seconds, total))
+            targets = [("PostgreSQL (COPY)", "pg")] + (
+                [("SQLite (executemany)", "sqlite")] if args.sqlite else []
+            )
+            for label, kind in targets:
+                prefix = f"bench/{uuid.uuid4().hex[:6]}"
+                files = payload_files(workdir, prefix, args.devices, args.per_device, kind)
+                url = fresh_pg(args.pg) if kind == "pg" else f"sqlite:///{workdir}/bench.db"
+                try:
+                    seconds, stored, extra = through_controller(
+                        url, port, prefix, files, total, workdir
+                    )
+                finally:
+                    if kind == "pg":
+                        drop_pg(args.pg, url)
+                rows.append((f"mosquitto_pub -l → controller → {label}", seconds, stored))
+                notes.append(
+                    f"{label}: {extra['batches']} batches, peak queue {extra['peak_queue']}, "
+                    f"backpressure waits {extra['blocked_s']:.2f} s, rows stored {stored}/{total}"
+                )
+            agent = idle_agent(port, args.idle_s, workdir)
+        finally:
+            broker.terminate()
+            broker.wait(10)
+    machine = f"{platform.node()} · {psutil.cpu_count()} CPUs · Python {platform.python_version()}"
+    table1 = ["| path | messages | seconds | messages/s |", "|---|---:|---:|---:|"]
+    for name, seconds, count in rows:
+        table1.append(f"| {name} | {count} | {seconds:.2f} | {count / seconds:,.0f} |")
+    table2 = [
+        "| agent (idle, telemetry 1 Hz, no models) | value |",
+        "|---|---:|",
+        f"| RSS | {agent['rss_mb']:.1f} MB |",
+        f"| RSS peak | {agent['rss_peak_mb']:.1f} MB |",
+        f"| USS (private) | {agent['uss_mb']:.1f} MB |",
+        f"| CPU (of one core, over {agent['seconds']:.0f} s) | {agent['cpu_percent']:.2f} % |",
+    ]
+    text = "\n".join(
+        [
+            "# Telemetry ingest bench",
+            "",
+            f"`python bench/ingest.py --devices {args.devices} --per-device {args.per_device}` "
+            f"on {machine}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. One private "
+            f"Mosquitto, {args.devices} simulated devices (one `mosquitto_pub -l` process each, "
+            "QoS 1), each message one Telemetry JSON.",
+            "",
+            *table1,
+            "",
+            *(f"- {n}" for n in notes),
+            "",
+            *table2,
+            "",
+        ]
+    )
+    print(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "ingest.md").write_text(text)
+
+
+if __name__ == "__main__":
+    main()

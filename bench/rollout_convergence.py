@@ -1,0 +1,186 @@
+"""Rollout convergence: N simulated agents (lightweight paho clients in a few processes) on one
+Mosquitto; a rollout of a new model version in waves ``1,10%,50%,100%``.
+
+Reported per wave: devices, seconds from the wave's first update until its last device serves
+the new version, and the total from rollout creation to all serving, with and without artifact
+download (the simulated agent fetches the artifact over HTTP and checks its sha256).
+Usage: ``python bench/rollout_convergence.py [--devices 1000] [--procs 4] [--broker mqtt://...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import platform
+import tempfile
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from controller import sample_models
+from controller.db.rollout_store import RolloutStore
+from controller.db.session import make_engine
+from controller.server import Controller
+from controller.settings import Settings
+from shared.topics import Topics
+
+
+def agents(broker: str, prefix: str, ids: list[str], download: bool, stop: Any) -> None:
+    from tests.integration.rollouts.sim_agents import SimAgent
+
+    # Connect in small batches: Mosquitto queues at most 1,000 QoS 1 messages per subscriber
+    # (max_queued_messages) and drops the rest, so a thousand agents reporting in the same
+    # second would lose enrolments while the controller stores them one by one.
+    running = []
+    for start in range(0, len(ids), 25):
+        for d in ids[start : start + 25]:
+            agent = SimAgent(broker, Topics(prefix), d, {"fleet": "bench"}, download=download)
+            running.append(agent.start())
+        time.sleep(0.25)
+    stop.wait()
+    for agent in running:
+        agent.stop()
+
+
+def wait(check: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def run(n: int, procs: int, broker: str, download: bool) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="jetfleet-rollout-bench-"))
+    prefix = f"bench/{uuid.uuid4().hex[:8]}"
+    settings = Settings(
+        db_url=f"sqlite:///{work}/db.sqlite",
+        broker_url=broker,
+        data_dir=work / "data",
+        http_port=0,
+        topic_prefix=prefix,
+        auto_migrate=True,
+    )
+    controller = Controller(settings)
+    controller.start()
+    controller.serve_in_thread()
+    ctx = mp.get_context("spawn")
+    stop = ctx.Event()
+    ids = [f"b{i:04d}" for i in range(n)]
+    workers = [
+        ctx.Process(target=agents, args=(broker, prefix, ids[i::procs], download, stop))
+        for i in range(procs)
+    ]
+    for w in workers:
+        w.start()
+    api = httpx.Client(base_url=controller.http_url, timeout=120)
+    try:
+        wait(lambda: len(api.get("/api/v1/devices").json()) == n, 60 + n / 2, "enrolment")
+        for version, seed in (("1.0.0", 1), ("2.0.0", 2)):
+            api.put(
+                f"/api/v1/models/det/versions/{version}",
+                content=sample_models.classifier(seed=seed),
+            ).raise_for_status()
+        api.post(
+            "/api/v1/deployments",
+            json={"model": "det", "version": "1.0.0", "selector": "fleet=bench"},
+        ).raise_for_status()
+
+        def all_on(version: str) -> bool:
+            devices = api.get("/api/v1/devices").json()
+            return all(
+                any(
+                    s["phase"] == "serving" and s["active_version"] == version
+                    for s in d["reported"]
+                )
+                for d in devices
+            )
+
+        wait(lambda: all_on("1.0.0"), 300, "1.0.0 everywhere")
+        t0 = time.monotonic()
+        created = datetime.now(timezone.utc)
+        body = {
+            "model": "det",
+            "version": "2.0.0",
+            "targets": {"selector": "fleet=bench"},
+            "strategy": {"waves": "1,10%,50%,100%", "device_timeout_s": 300},
+        }
+        rid = api.post("/api/v1/rollouts", json=body).json()["id"]
+        wait(
+            lambda: api.get(f"/api/v1/rollouts/{rid}").json()["state"] == "succeeded",
+            600,
+            "the rollout",
+        )
+        total = time.monotonic() - t0
+        engine = make_engine(settings.db_url)
+        rollout = RolloutStore(engine).get(rid)
+        engine.dispose()
+        waves: list[dict[str, Any]] = []
+        for wave in range(rollout.waves):
+            ts = [t for t in rollout.targets if t.wave == wave]
+            start = min(t.started_at for t in ts if t.started_at)
+            end = max(t.validated_at for t in ts if t.validated_at)
+            waves.append(
+                {
+                    "wave": wave + 1,
+                    "devices": len(ts),
+                    "seconds": (end - start).total_seconds(),
+                    "done_at": (end - created).total_seconds(),
+                }
+            )
+        return {"download": download, "total_s": total, "waves": waves}
+    finally:
+        api.close()
+        stop.set()
+        for w in workers:
+            w.join(60)
+        controller.stop()
+
+
+def render(n: int, procs: int, results: list[dict[str, Any]]) -> str:
+    lines = [
+        f"# Rollout convergence: {n} simulated agents",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"Python {platform.python_version()}; "
+        f"controller on SQLite, Mosquitto, agents in {procs} processes; waves 1,10%,50%,100%.",
+        "",
+        "| download | wave | devices | wave s (first update → last serving) | since start s |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results:
+        for w in r["waves"]:
+            lines.append(
+                f"| {'yes' if r['download'] else 'no'} | {w['wave']} | {w['devices']} | "
+                f"{w['seconds']:.2f} | {w['done_at']:.2f} |"
+            )
+        lines.append(
+            f"| {'yes' if r['download'] else 'no'} | **all** | {n} | | **{r['total_s']:.2f}** "
+            "(create → state succeeded) |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--devices", type=int, default=1000)
+    parser.add_argument("--procs", type=int, default=4)
+    parser.add_argument("--broker", default="mqtt://127.0.0.1:1883")
+    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument("--no-download-only", action="store_true")
+    args = parser.parse_args()
+    modes = [False] if args.no_download_only else [False, True]
+    results = [run(args.devices, args.procs, args.broker, d) for d in modes]
+    text = render(args.devices, args.procs, results)
+    print(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "rollout_convergence.md").write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""``/api/v1/rollouts``: create, list, show, audit trail, and operator requests."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Query
+
+from controller.errors import ControllerError
+from controller.rollouts.model import Operation, RolloutSpec
+from controller.rollouts.schemas import (
+    AuditOut,
+    RolloutCreate,
+    RolloutOut,
+    audit_out,
+    rollout_out,
+)
+from controller.rollouts.service import RolloutService
+from controller.services import Services
+
+
+def rollouts_router(services: Services) -> APIRouter:
+    """The rollout routes over ``services.rollouts``."""
+    router = APIRouter(tags=["rollouts"])
+
+    def service() -> RolloutService:
+        if services.rollouts is None:
+            raise ControllerError("rollouts are not enabled on this controller")
+        return services.rollouts
+
+    @router.post("/rollouts", status_code=201)
+    def create_rollout(body: RolloutCreate) -> RolloutOut:
+        """Snapshot the targets, plan the waves and start the rollout."""
+        spec = RolloutSpec.model_validate(body.model_dump(exclude={"actor"}))
+        return rollout_out(service().create(spec, body.actor))
+
+    @router.get("/rollouts")
+    def list_rollouts() -> list[RolloutOut]:
+        return [rollout_out(r, with_targets=False) for r in service().all()]
+
+    @router.get("/rollouts/{rollout_id}")
+    def show_rollout(rollout_id: str) -> RolloutOut:
+        return rollout_out(service().get(rollout_id))
+
+    @router.get("/rollouts/{rollout_id}/audit")
+    def rollout_audit(
+        rollout_id: str, limit: int = Query(default=1000, ge=1, le=100_000)
+    ) -> list[AuditOut]:
+        """Every transition of the rollout and its devices, oldest first."""
+        return [audit_out(e) for e in service().audit(rollout_id, limit)]
+
+    @router.post("/rollouts/{rollout_id}/{op}")
+    def operate(rollout_id: str, op: Operation, actor: str = "operator") -> RolloutOut:
+        """pause | resume | abort | rollback | retry (409 naming the state it needs)."""
+        return rollout_out(service().request(rollout_id, op, actor))
+
+    return router

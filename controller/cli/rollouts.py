@@ -1,0 +1,267 @@
+"""``jetfleet rollouts``: create, list, show and watch rollouts; pause, resume, abort,
+rollback and retry them (HTTP API clients, like every operator command)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from controller.cli.client import ApiError, ControllerClient
+from controller.cli.operator import api_options, split_ref
+from controller.cli.render import ago, emit_json, table
+
+
+class RolloutsClient(ControllerClient):
+    """The ``/api/v1/rollouts`` calls."""
+
+    def create_rollout(self, body: dict[str, Any]) -> Any:
+        return self._request("POST", "/api/v1/rollouts", json=body)
+
+    def rollouts(self) -> Any:
+        return self._request("GET", "/api/v1/rollouts")
+
+    def rollout(self, rollout_id: str) -> Any:
+        return self._request("GET", f"/api/v1/rollouts/{rollout_id}")
+
+    def rollout_audit(self, rollout_id: str) -> Any:
+        return self._request("GET", f"/api/v1/rollouts/{rollout_id}/audit")
+
+    def operate(self, rollout_id: str, op: str) -> Any:
+        return self._request("POST", f"/api/v1/rollouts/{rollout_id}/{op}")
+
+
+def _call(action: Callable[[RolloutsClient], Any], url: str) -> Any:
+    """Run ``action`` with a client of ``url``; an API error becomes a one-line CLI error."""
+    client = RolloutsClient(url)
+    try:
+        return action(client)
+    except ApiError as exc:
+        raise click.ClickException(str(exc)) from exc
+    finally:
+        client.close()
+
+
+@click.group()
+def rollouts() -> None:
+    """Roll a model version out in waves, gated on each device's health."""
+
+
+@rollouts.command("create")
+@click.option("--model", "model_ref", required=True, help="NAME:VERSION to roll out.")
+@click.option("--config", default=None, help="Named delegate config, resolved per device.")
+@click.option("--selector", default=None, help="k=v, k!=v, k in (a,b); comma = and.")
+@click.option("--device", "devices", multiple=True, help="Target this device (repeatable).")
+@click.option("--hardware-class", default=None, help="e.g. jetson-orin-nano-8gb/jp6.2")
+@click.option("--jetpack-min", default=None, help="Lowest JetPack release, e.g. 6.0.")
+@click.option("--jetpack-max", default=None, help="Highest JetPack release, e.g. 6.2.")
+@click.option("--include-late", is_flag=True, help="Also devices that enrol while it runs.")
+@click.option("--waves", default="1,10%,50%,100%", show_default=True, help="Cumulative waves.")
+@click.option("--canary", "canary", multiple=True, help="Canary device, updated first.")
+@click.option("--max-in-flight", type=int, default=None, help="Devices updating at once.")
+@click.option("--device-timeout", type=float, default=600.0, show_default=True, help="Seconds.")
+@click.option("--soak", type=float, default=0.0, show_default=True, help="Seconds healthy.")
+@click.option("--max-error-rate", type=float, default=5.0, show_default=True, help="Percent.")
+@click.option(
+    "--max-p99-ratio", type=float, default=2.0, show_default=True, help="Times baseline p99."
+)
+@click.option("--min-requests", type=int, default=20, show_default=True)
+@click.option("--max-failures", type=int, default=None, help="Abort at N failed devices.")
+@click.option("--max-failure-percent", type=float, default=None, help="Abort at P% failed.")
+@click.option("--no-rollback", is_flag=True, help="On abort, leave updated devices as they are.")
+@api_options
+def rollouts_create(
+    model_ref: str,
+    config: str | None,
+    selector: str | None,
+    devices: tuple[str, ...],
+    hardware_class: str | None,
+    jetpack_min: str | None,
+    jetpack_max: str | None,
+    include_late: bool,
+    waves: str,
+    canary: tuple[str, ...],
+    max_in_flight: int | None,
+    device_timeout: float,
+    soak: float,
+    max_error_rate: float,
+    max_p99_ratio: float,
+    min_requests: int,
+    max_failures: int | None,
+    max_failure_percent: float | None,
+    no_rollback: bool,
+    url: str,
+    as_json: bool,
+) -> None:
+    """Create a rollout and start it."""
+    name, version = split_ref(model_ref)
+    if version is None:
+        raise click.BadParameter(f"{model_ref!r}: expected NAME:VERSION", param_hint="--model")
+    body = {
+        "model": name,
+        "version": version,
+        "config": config,
+        "targets": {
+            "selector": selector,
+            "devices": list(devices),
+            "hardware_class": hardware_class,
+            "jetpack_min": jetpack_min,
+            "jetpack_max": jetpack_max,
+            "include_late": include_late,
+        },
+        "strategy": {
+            "waves": waves,
+            "canary": list(canary),
+            "max_in_flight": max_in_flight,
+            "device_timeout_s": device_timeout,
+            "soak_s": soak,
+        },
+        "gates": {
+            "max_error_percent": max_error_rate,
+            "max_p99_ratio": max_p99_ratio,
+            "min_requests": min_requests,
+        },
+        "policy": {
+            "max_failures": max_failures,
+            "max_failure_percent": max_failure_percent,
+            "rollback": not no_rollback,
+        },
+    }
+    out = _call(lambda c: c.create_rollout(body), url)
+    if as_json:
+        emit_json(out)
+        return
+    click.echo(
+        f"created rollout {out['id']}: {out['model']}:{out['version']} to "
+        f"{sum(w['devices'] for w in out['waves'])} device(s) in {len(out['waves'])} wave(s)"
+    )
+
+
+@rollouts.command("ls")
+@api_options
+def rollouts_ls(url: str, as_json: bool) -> None:
+    """List rollouts, newest first."""
+    out = _call(lambda c: c.rollouts(), url)
+    if as_json:
+        emit_json(out)
+        return
+    rows = [
+        [
+            r["id"],
+            f"{r['model']}:{r['version']}",
+            r["state"],
+            f"{r['current_wave']}/{len(r['waves'])}",
+            _counts(r["counts"]),
+            ago(r["created_at"]),
+        ]
+        for r in out
+    ]
+    click.echo(table(["id", "model", "state", "wave", "devices", "created"], rows))
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(counts.items())) or "-"
+
+
+def _render(r: dict[str, Any]) -> str:
+    head = (
+        f"rollout {r['id']}  {r['model']}:{r['version']}"
+        + (f" config={r['config']}" if r["config"] else "")
+        + f"\nstate: {r['state']}"
+        + (f" (requested: {r['requested_op']})" if r["requested_op"] else "")
+        + f"  wave {r['current_wave']}/{len(r['waves'])}"
+        + (f"\nreason: {r['reason']}" if r["reason"] else "")
+    )
+    waves = table(
+        ["wave", "devices", "progress"],
+        [[w["wave"], w["devices"], _counts(w["counts"])] for w in r["waves"]],
+    )
+    devices = table(
+        ["device", "wave", "status", "from", "gen", "reason"],
+        [
+            [
+                t["device_id"],
+                t["wave"],
+                t["status"],
+                t["previous_version"],
+                t["generation"],
+                t["reason"],
+            ]
+            for t in r.get("targets") or []
+        ],
+    )
+    return f"{head}\n\n{waves}\n\n{devices}"
+
+
+@rollouts.command("show")
+@click.argument("rollout_id")
+@click.option("--audit", is_flag=True, help="Also print the audit trail.")
+@api_options
+def rollouts_show(rollout_id: str, audit: bool, url: str, as_json: bool) -> None:
+    """One rollout: waves and a table of its devices."""
+    out = _call(lambda c: c.rollout(rollout_id), url)
+    trail = _call(lambda c: c.rollout_audit(rollout_id), url) if audit else None
+    if as_json:
+        emit_json(out if trail is None else {**out, "audit": trail})
+        return
+    click.echo(_render(out))
+    if trail is not None:
+        rows = [
+            [
+                e["ts"],
+                e["actor"],
+                e["kind"],
+                e["device_id"],
+                f"{e['from_state'] or ''}→{e['to_state'] or ''}",
+                e["reason"],
+            ]
+            for e in trail
+        ]
+        click.echo("\n" + table(["ts", "actor", "kind", "device", "change", "reason"], rows))
+
+
+@rollouts.command("watch")
+@click.argument("rollout_id")
+@click.option("--interval", type=float, default=1.0, show_default=True, help="Seconds.")
+@click.option("--once", is_flag=True, help="Print once and exit (for scripts and tests).")
+@api_options
+def rollouts_watch(rollout_id: str, interval: float, once: bool, url: str, as_json: bool) -> None:
+    """Live progress per wave and per device until the rollout finishes (Ctrl-C stops)."""
+    while True:
+        out = _call(lambda c: c.rollout(rollout_id), url)
+        if as_json:
+            emit_json(out)
+        else:
+            if not once:
+                click.clear()
+            click.echo(_render(out))
+        if once or out["state"] not in ("pending", "running", "paused"):
+            return
+        time.sleep(interval)
+
+
+def _operation(op: str, help_text: str) -> click.Command:
+    @click.argument("rollout_id")
+    @api_options
+    def command(rollout_id: str, url: str, as_json: bool) -> None:
+        out = _call(lambda c: c.operate(rollout_id, op), url)
+        if as_json:
+            emit_json(out)
+            return
+        pending = " (requested; the rollout loop applies it)" if out["requested_op"] else ""
+        click.echo(f"rollout {out['id']}: {op} → {out['state']}{pending}")
+
+    command.__doc__ = help_text
+    return rollouts.command(op)(command)
+
+
+for _op, _help in (
+    ("pause", "Start no more devices (those updating are still judged)."),
+    ("resume", "Continue a paused rollout."),
+    ("abort", "Stop: devices not started are skipped; updated ones stay."),
+    ("rollback", "Give every updated device its previous version and config back."),
+    ("retry", "Try the failed devices again."),
+):
+    _operation(_op, _help)

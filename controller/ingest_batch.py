@@ -1,0 +1,230 @@
+"""A bounded queue and one writer thread that stores telemetry and events in batches.
+
+Why: one transaction per sample caps ingest at a few hundred messages a second; one per batch of
+thousands moves tens of thousands. Backpressure: ``submit`` blocks while the queue is full, which
+stalls the MQTT network thread that calls it, so the broker holds (and eventually throttles) the
+publishers instead of the controller growing without bound. The writer also runs upkeep between
+batches: it recomputes the minute rollups touched since the last upkeep, then applies retention.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from controller.db.schema import utcnow
+from controller.db.telemetry_store import Retention, TelemetryStore
+from controller.errors import ControllerError
+from shared.messages import Event, Telemetry
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """Counters since start, for ``/metrics`` and the bench."""
+
+    queued: int
+    capacity: int
+    samples_persisted: int
+    samples_duplicate: int
+    events_persisted: int
+    batches: int
+    write_errors: int
+    dropped: int
+    """Items given up after the database refused them repeatedly."""
+    blocked_s: float
+    """Total time ``submit`` callers waited for room (backpressure)."""
+    rate_per_s: float
+    """Samples persisted per second over the last few seconds."""
+
+
+class IngestBatcher:
+    """``submit`` from any thread; ``start``/``stop`` the writer; ``drain`` waits until written."""
+
+    def __init__(
+        self,
+        store: TelemetryStore,
+        *,
+        capacity: int = 50_000,
+        max_batch: int = 5_000,
+        linger_s: float = 0.05,
+        retention: Retention | None = None,
+        upkeep_every_s: float = 10.0,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._store = store
+        self._capacity = capacity
+        self._max_batch = max_batch
+        self._linger = linger_s
+        self._retention = retention or Retention()
+        self._upkeep_every = upkeep_every_s
+        self._clock = clock
+        self._items: deque[Telemetry | Event] = deque()
+        self._cond = threading.Condition()
+        self._in_flight = 0
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._dirty: set[tuple[str, datetime]] = set()
+        self._last_upkeep = time.monotonic()
+        self._rate_window: deque[tuple[float, int]] = deque(maxlen=64)
+        self._samples = self._duplicates = self._events = self._batches = 0
+        self._errors = self._dropped = 0
+        self._blocked = 0.0
+        self.on_written: Callable[[int], None] | None = None
+        """Called from the writer thread with the number of messages each batch handled."""
+
+    @property
+    def retention(self) -> Retention:
+        """How long raw samples and rollups are kept."""
+        return self._retention
+
+    def start(self) -> None:
+        """Start the writer thread."""
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="jetfleet-ingest", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Write what is queued, refresh rollups, then end the writer thread."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+
+    def submit(self, item: Telemetry | Event) -> None:
+        """Queue one message; blocks while the queue is full (backpressure)."""
+        with self._cond:
+            if len(self._items) >= self._capacity:
+                began = time.monotonic()
+                while len(self._items) >= self._capacity and not self._stopping:
+                    self._cond.wait(1.0)
+                self._blocked += time.monotonic() - began
+            self._items.append(item)
+            if len(self._items) >= self._max_batch or len(self._items) == 1:
+                self._cond.notify_all()
+
+    def drain(self, timeout_s: float = 30.0) -> bool:
+        """Wait until everything submitted so far is written (tests, shutdown); False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._items or self._in_flight:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(min(left, 0.1))
+        return True
+
+    def upkeep_now(self) -> None:
+        """Refresh dirty rollups and apply retention now (normally every ``upkeep_every_s``)."""
+        with self._cond:
+            dirty, self._dirty = self._dirty, set()
+        try:
+            self._store.refresh_rollups(dirty)
+            self._store.prune(self._clock(), self._retention)
+        except ControllerError as exc:
+            logger.error("telemetry upkeep failed (retried later): %s", exc)
+            with self._cond:
+                self._dirty |= dirty
+        self._last_upkeep = time.monotonic()
+
+    def stats(self) -> BatchStats:
+        with self._cond:
+            window = list(self._rate_window)
+            rate = 0.0
+            if len(window) >= 2 and window[-1][0] > window[0][0]:
+                rate = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
+            return BatchStats(
+                queued=len(self._items) + self._in_flight,
+                capacity=self._capacity,
+                samples_persisted=self._samples,
+                samples_duplicate=self._duplicates,
+                events_persisted=self._events,
+                batches=self._batches,
+                write_errors=self._errors,
+                dropped=self._dropped,
+                blocked_s=self._blocked,
+                rate_per_s=rate,
+            )
+
+    # --- the writer thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take()
+            if batch:
+                self._write(batch)
+            elif self._stopping:
+                break
+            if time.monotonic() - self._last_upkeep >= self._upkeep_every:
+                self.upkeep_now()
+        self.upkeep_now()
+
+    def _take(self) -> list[Telemetry | Event]:
+        with self._cond:
+            if not self._items and not self._stopping:
+                self._cond.wait(1.0)
+            if self._items and len(self._items) < self._max_batch and not self._stopping:
+                # Linger briefly so a burst becomes one batch rather than many tiny ones.
+                self._cond.wait(self._linger)
+            count = min(len(self._items), self._max_batch)
+            batch = [self._items.popleft() for _ in range(count)]
+            self._in_flight = count
+            self._cond.notify_all()
+            return batch
+
+    def _write(self, batch: list[Telemetry | Event]) -> None:
+        samples = [m for m in batch if isinstance(m, Telemetry)]
+        events = [m for m in batch if isinstance(m, Event)]
+        for attempt in range(4):
+            try:
+                result = self._store.write_batch(samples, events, self._clock())
+                break
+            except ControllerError as exc:
+                with self._cond:
+                    self._errors += 1
+                logger.error("storing %d telemetry messages failed: %s", len(batch), exc)
+                if self._stopping or attempt == 3:
+                    self._give_up(samples, events)
+                    return
+                time.sleep(0.5 * 2**attempt)  # back off while the database recovers
+        with self._cond:
+            self._samples += result.samples_inserted
+            self._duplicates += result.samples_duplicate
+            self._events += result.events_inserted
+            self._batches += 1
+            self._dirty |= result.dirty
+            self._in_flight = 0
+            self._rate_window.append((time.monotonic(), self._samples))
+            self._cond.notify_all()
+        if self.on_written is not None:
+            self.on_written(len(batch))
+
+    def _give_up(self, samples: list[Telemetry], events: list[Event]) -> None:
+        """Store the batch one message at a time; count those the database still refuses."""
+        now = self._clock()
+        for one_s, one_e in [([s], []) for s in samples] + [([], [e]) for e in events]:
+            try:
+                result = self._store.write_batch(one_s, one_e, now)
+            except ControllerError as exc:
+                logger.error("dropped a telemetry message the database refuses: %s", exc)
+                with self._cond:
+                    self._dropped += 1
+                continue
+            with self._cond:
+                self._samples += result.samples_inserted
+                self._duplicates += result.samples_duplicate
+                self._events += result.events_inserted
+                self._dirty |= result.dirty
+        with self._cond:
+            self._in_flight = 0
+            self._cond.notify_all()
+        if self.on_written is not None:
+            self.on_written(len(samples) + len(events))

@@ -1,0 +1,327 @@
+"""The rollout loop: in the one replica holding the ``rollouts`` lease, evaluate every active
+rollout each tick and carry out what the state machine decides.
+
+Everything it needs is in the database, so a restarted (or newly elected) controller carries on
+where the last one stopped. Ordering makes that safe: a device's previous slot is stored before
+its desired state changes; a rollback publishes the previous slots before it records the
+rollout as rolled back; every publish is idempotent (an unchanged slot keeps its generation),
+so repeating a step after a crash changes nothing on the devices.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from controller.db.repository import Repository
+from controller.db.rollout_store import RolloutStore
+from controller.db.schema import utcnow
+from controller.desired import PlannedSlot
+from controller.errors import Conflict, ControllerError, InvalidInput
+from controller.fleet import Fleet
+from controller.records import DeviceRecord
+from controller.rollouts import machine
+from controller.rollouts.health import summarize
+from controller.rollouts.model import (
+    ACTIVE,
+    AuditEntry,
+    Rollout,
+    RolloutState,
+    Target,
+    TargetStatus,
+)
+from controller.rollouts.targeting import Candidate, select
+from shared.delegate import DelegateConfig
+
+logger = logging.getLogger(__name__)
+
+LEASE = "rollouts"
+BASELINE_WINDOW_S = 3600.0
+"""Telemetry of the last hour before a device's update is its baseline."""
+
+
+def slot_json(slot: PlannedSlot | None) -> dict[str, Any] | None:
+    """A stored slot as JSON (what a rollback puts back)."""
+    if slot is None:
+        return None
+    return {
+        "name": slot.name,
+        "version": slot.version,
+        "sha256": slot.sha256,
+        "size": slot.size,
+        "delegate": slot.delegate.model_dump(mode="json"),
+        "model_version_id": slot.model_version_id,
+        "config": slot.config,
+    }
+
+
+def slot_from_json(data: dict[str, Any] | None) -> PlannedSlot | None:
+    """The inverse of :func:`slot_json`."""
+    if data is None:
+        return None
+    return PlannedSlot(
+        name=data["name"],
+        version=data["version"],
+        sha256=data["sha256"],
+        size=int(data["size"]),
+        delegate=DelegateConfig.model_validate(data["delegate"]),
+        model_version_id=int(data["model_version_id"]),
+        config=data.get("config"),
+    )
+
+
+class RolloutLoop:
+    """Runs rollouts in a background thread while this replica holds the lease."""
+
+    def __init__(
+        self,
+        store: RolloutStore,
+        repo: Repository,
+        fleet: Fleet,
+        *,
+        interval_s: float = 0.25,
+        lease_ttl_s: float = 10.0,
+        clock: Callable[[], datetime] = utcnow,
+        holder: str | None = None,
+    ) -> None:
+        self._store = store
+        self._repo = repo
+        self._fleet = fleet
+        self._interval = interval_s
+        self._ttl = lease_ttl_s
+        self._clock = clock
+        self.holder = holder or f"controller-{uuid.uuid4().hex[:12]}"
+        self._lease_until: datetime | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="jetfleet-rollouts", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread and give the lease up, so another replica takes over at once."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(30)
+            self._thread = None
+        if self._lease_until is not None:
+            try:
+                self._store.release_lease(LEASE, self.holder)
+            except ControllerError as exc:
+                logger.warning("could not release the rollout lease: %s", exc)
+            self._lease_until = None
+
+    def wake(self) -> None:
+        """Run the next tick now (after a create or an operator request)."""
+        self._wake.set()
+
+    @property
+    def leader(self) -> bool:
+        return self._lease_until is not None and self._lease_until > self._clock()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except ControllerError as exc:
+                logger.error("rollout loop: %s", exc)
+            except Exception:
+                logger.exception("rollout loop tick failed")
+            self._wake.wait(self._interval)
+            self._wake.clear()
+
+    def run_once(self) -> bool:
+        """One tick; False when another replica holds the lease."""
+        now = self._clock()
+        if not self._hold(now):
+            return False
+        for rollout_id in self._store.to_run():
+            if self._stop.is_set():
+                break
+            self._tick(self._store.get(rollout_id), self._clock())
+        return True
+
+    def _hold(self, now: datetime) -> bool:
+        if self._lease_until is not None and now < self._lease_until - timedelta(
+            seconds=self._ttl / 2
+        ):
+            return True
+        if self._store.hold_lease(LEASE, self.holder, self._ttl, now):
+            if self._lease_until is None:
+                logger.info("%s runs the rollouts (lease taken)", self.holder)
+            self._lease_until = now + timedelta(seconds=self._ttl)
+            return True
+        self._lease_until = None
+        return False
+
+    def _tick(self, rollout: Rollout, now: datetime) -> None:
+        if rollout.requested_op is not None:
+            actor = rollout.requested_by or "operator"
+            try:
+                step = machine.apply_op(rollout, rollout.requested_op, now, actor)
+            except Conflict as exc:
+                entry = AuditEntry(now, actor, "op", rollout.state.value, None, f"ignored: {exc}")
+                self._store.clear_request(rollout.id, entry)
+                return
+            self._carry_out(rollout, step, now, clear_request=True)
+            rollout = self._store.get(rollout.id)
+        if rollout.state not in ACTIVE:
+            return
+        late = rollout.spec.targets.include_late and rollout.state is RolloutState.RUNNING
+        if late and self._enrol_late(rollout):
+            rollout = self._store.get(rollout.id)
+        step = machine.advance(rollout, self._observe(rollout), now)
+        self._carry_out(rollout, step, now)
+
+    def _observe(self, rollout: Rollout) -> dict[str, machine.Observation]:
+        spec = rollout.spec
+        flying = [
+            t
+            for t in rollout.targets
+            if t.status is TargetStatus.IN_PROGRESS and t.generation is not None
+        ]
+        if not flying:
+            return {}
+        devices = {d.id: d for d in self._repo.devices([t.device_id for t in flying])}
+        since = {t.device_id: t.validated_at for t in flying if t.validated_at is not None}
+        windows = self._store.telemetry_since({k: v for k, v in since.items() if v is not None})
+        result: dict[str, machine.Observation] = {}
+        for target in flying:
+            device = devices.get(target.device_id)
+            if device is None:
+                continue
+            slot = next((s for s in device.reported_slots if s.get("name") == spec.model), {})
+            health = None
+            if target.device_id in windows:
+                health = summarize(windows[target.device_id], spec.model, spec.version)
+            result[target.device_id] = machine.Observation(
+                observed_generation=device.observed_generation,
+                phase=slot.get("phase"),
+                active_version=slot.get("active_version"),
+                desired_version=slot.get("desired_version"),
+                last_error=slot.get("last_error"),
+                health=health,
+            )
+        return result
+
+    def _enrol_late(self, rollout: Rollout) -> bool:
+        present = {t.device_id for t in rollout.targets}
+        claimed = self._store.claims()
+        devices = [d for d in self._repo.devices() if d.id not in present and d.id not in claimed]
+        late = select(rollout.spec.targets, [Candidate(d.id, d.labels, d.facts) for d in devices])
+        if not late:
+            return False
+        wave = max(rollout.waves - 1, 0)
+        added = self._store.add_targets(rollout.id, [Target(d, wave) for d in late])
+        if added:
+            logger.info("rollout %s: %d late device(s) enrolled", rollout.id, len(added))
+        return bool(added)
+
+    def _carry_out(
+        self, rollout: Rollout, step: machine.Step, now: datetime, clear_request: bool = False
+    ) -> None:
+        spec = rollout.spec
+        by_id = {t.device_id: t for t in rollout.targets}
+        targets = dict(step.changed)
+        if step.start:
+            targets.update(self._prepare(rollout, step.start, targets, by_id, now))
+        if step.revert:
+            previous = {
+                t.device_id: slot_from_json((t.previous or {}).get("slot")) for t in step.revert
+            }
+            self._fleet.restore(spec.model, previous)
+        self._store.save(
+            rollout,
+            state=step.state,
+            reason=step.reason,
+            current_wave=step.current_wave,
+            targets=targets.values(),
+            audit=step.audit,
+            now=now,
+            clear_request=clear_request,
+        )
+        if step.start:
+            self._publish(rollout, [targets[d] for d in step.start], now)
+
+    def _prepare(
+        self,
+        rollout: Rollout,
+        start: Sequence[str],
+        changed: dict[str, Target],
+        by_id: dict[str, Target],
+        now: datetime,
+    ) -> dict[str, Target]:
+        """Record each starting device's previous slot and baseline (before publishing)."""
+        spec = rollout.spec
+        fresh = [d for d in start if (changed.get(d) or by_id[d]).previous is None]
+        devices: dict[str, DeviceRecord] = {d.id: d for d in self._repo.devices(fresh)}
+        windows = self._store.telemetry_before(fresh, now, BASELINE_WINDOW_S)
+        result: dict[str, Target] = {}
+        for device_id in start:
+            target = changed.get(device_id) or by_id[device_id]
+            if target.previous is None:
+                device = devices.get(device_id)
+                slots = device.slots if device is not None else ()
+                old = next((s for s in slots if s.name == spec.model), None)
+                baseline = summarize(
+                    windows.get(device_id, []), spec.model, old.version if old else None
+                )
+                target = replace(
+                    target,
+                    previous={"slot": slot_json(old)},
+                    baseline=baseline if baseline.requests else None,
+                )
+            result[device_id] = target
+        return result
+
+    def _publish(self, rollout: Rollout, targets: list[Target], now: datetime) -> None:
+        spec = rollout.spec
+        ids = [t.device_id for t in targets]
+        generations: dict[str, int] = {}
+        failures: dict[str, str] = {}
+        try:
+            result = self._fleet.deploy_to(ids, spec.model, spec.version, spec.config)
+            generations = {c.device_id: c.generation for c in result.devices}
+        except InvalidInput:
+            for device_id in ids:  # find the devices the config does not fit
+                try:
+                    one = self._fleet.deploy_to([device_id], spec.model, spec.version, spec.config)
+                    generations[device_id] = one.devices[0].generation
+                except InvalidInput as exc:
+                    failures[device_id] = str(exc)
+        updated: list[Target] = []
+        audit: list[AuditEntry] = []
+        for target in targets:
+            if target.device_id in generations:
+                updated.append(replace(target, generation=generations[target.device_id]))
+            elif target.device_id in failures:
+                why = failures[target.device_id]
+                updated.append(
+                    replace(target, status=TargetStatus.FAILED, reason=why, finished_at=now)
+                )
+                audit.append(
+                    AuditEntry(
+                        now, machine.LOOP, "target", "in_progress", "failed", why, target.device_id
+                    )
+                )
+        self._store.save_targets(rollout.id, updated)
+        if audit:
+            current = self._store.get(rollout.id)
+            self._store.save(
+                current,
+                state=current.state,
+                reason=current.reason,
+                current_wave=current.current_wave,
+                targets=[],
+                audit=audit,
+                now=now,
+            )

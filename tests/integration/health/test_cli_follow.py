@@ -1,0 +1,60 @@
+"""``jetfleet telemetry ID --follow`` prints samples as they arrive, oldest first, until stopped."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+
+from controller.server import Controller
+from shared.codec import encode
+from shared.topics import Channel, Topics
+from tests.integration.controller.conftest import MqttPeer, poll
+from tests.integration.health.samples import sample
+
+
+def test_follow_prints_new_samples_live(
+    controller: Controller, peers: Callable[[str], MqttPeer], prefix: str
+) -> None:
+    topic = Topics(prefix).device("gw-f", Channel.TELEMETRY)
+    agent = peers(controller.broker_url)
+    agent.publish(topic, encode(sample("gw-f", 1, cpu=11)))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "controller",
+            "telemetry",
+            "gw-f",
+            "--follow",
+            "--interval",
+            "0.2",
+            "--json",
+            "--url",
+            controller.http_url,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))  # type: ignore[union-attr]
+    reader.start()
+    try:
+        poll(lambda: any('"gw-f-1"' in line for line in lines), timeout_s=20, what="first sample")
+        agent.publish(topic, encode(sample("gw-f", 2, cpu=22)))
+        poll(lambda: any('"gw-f-2"' in line for line in lines), timeout_s=20, what="live sample")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(10)
+        reader.join(10)
+        proc.stdout.close()  # type: ignore[union-attr]
+    ids = [line for line in lines if '"sample_id"' in line]
+    assert len(ids) == 2, lines  # each sample once, in arrival order
+    assert '"gw-f-1"' in ids[0]
+    assert '"gw-f-2"' in ids[1]
+    assert proc.returncode == 0

@@ -1,0 +1,82 @@
+"""Headless Chromium loads the built-in dashboard of a controller fed by simulated agents.
+
+Needs Debian's ``chromium`` package (``apt-get install chromium``); the test fails with that
+message when it is missing. The screenshot is kept under the test's tmp dir and its path printed.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from controller.server import Controller
+from tests.integration.controller.conftest import MqttPeer, poll
+from tests.integration.health.test_health_api import publish_fleet
+
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.fail(
+        "headless Chromium not found: install Debian's package (apt-get install chromium)",
+        pytrace=False,
+    )
+
+
+def browse(url: str, *extra: str, cwd: Path) -> str:
+    """The DOM after the page's scripts ran (or the screenshot, with --screenshot)."""
+    result = subprocess.run(
+        [
+            chromium(),
+            *FLAGS,
+            f"--user-data-dir={cwd / 'profile'}",
+            "--virtual-time-budget=5000",
+            "--window-size=1400,1000",
+            *extra,
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=cwd,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def test_dashboard_renders_device_table_and_charts(
+    controller: Controller,
+    api: httpx.Client,
+    peers: Callable[[str], MqttPeer],
+    prefix: str,
+    tmp_path: Path,
+) -> None:
+    publish_fleet(controller, peers, prefix)
+    poll(lambda: api.get("/api/v1/ingest").json()["accepted"] >= 64, what="64 messages stored")
+
+    fleet = browse(f"{controller.http_url}/dashboard", "--dump-dom", cwd=tmp_path)
+    rows = re.findall(r"<tr data-device=\"([^\"]+)\" data-health=\"([^\"]+)\"", fleet)
+    assert sorted(rows) == [("gw-hot", "degraded"), ("gw-ok", "healthy")]
+    assert "temperature 95.0 °C above 85 °C" in fleet
+
+    device = browse(f"{controller.http_url}/dashboard/devices/gw-hot", "--dump-dom", cwd=tmp_path)
+    drawn = re.findall(r'class="jf-chart" data-rendered="(\w+)"', device)
+    assert drawn.count("true") >= 5, drawn  # latency, throughput, load, temperature, memory...
+    assert device.count('class="jf-line"') >= 6
+    assert "kkkkkkkkkkkkkkkk" in device  # active engine (from telemetry)
+
+    shot = tmp_path / "device.png"
+    browse(f"{controller.http_url}/dashboard/devices/gw-hot", f"--screenshot={shot}", cwd=tmp_path)
+    assert shot.stat().st_size > 10_000
+    print(f"dashboard screenshot: {shot}")
