@@ -28,6 +28,7 @@ from controller.embedded_broker import EmbeddedBroker
 from controller.engines import EngineStore
 from controller.errors import ControllerError, DatabaseError
 from controller.fleet import Fleet
+from controller.inbox import Inbox
 from controller.ingest import Ingest
 from controller.ingest_batch import IngestBatcher
 from controller.mqtt_bus import MqttBus
@@ -100,7 +101,10 @@ class Controller:
             self._stoppers.append(broker.stop)
             broker_url = broker.url
         self.broker_url = broker_url
-        bus = MqttBus(broker_url, topics, ingest.handle, on_connected=self._republish_soon)
+        inbox = Inbox(ingest.handle)
+        inbox.start()
+        self._stoppers.append(inbox.stop)
+        bus = MqttBus(broker_url, topics, inbox.put, on_connected=self._republish_soon)
         fleet = Fleet(repo, catalog, configs, bus, topics, public_url)
         rollout_store = RolloutStore(engine)
         rollout_loop = RolloutLoop(rollout_store, repo, fleet)
