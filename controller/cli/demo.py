@@ -108,7 +108,8 @@ def _print_summary(rows: list[dict[str, Any]], url: str) -> None:
         for r in rows
     ]
     click.echo(table(headers, cells))
-    click.echo(f"controller: {url}   (try: JETFLEET_URL={url} jetfleet devices ls)")
+    click.echo(f"controller: {url}   dashboard: {url}/dashboard")
+    click.echo(f"try: JETFLEET_URL={url} jetfleet devices ls")
 
 
 def run_demo(workdir: Path, duration: float | None, as_json: bool) -> None:
