@@ -23,9 +23,12 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from agent.admission import need_of
 from agent.collectors.health import default_sampler
 from agent.collectors.inference import HistogramMetrics, InferenceCollector
 from agent.downloader import Downloader, model_path
@@ -35,19 +38,24 @@ from agent.engines.resolver import EngineResolver, Resolved
 from agent.engines.store_client import StoreClient
 from agent.errors import AgentError, ModelLoadError, PermanentError
 from agent.facts import probe
+from agent.headroom import HeadroomProbe, Kind
+from agent.hotswap import Candidate, HotSwapper
 from agent.lifecycle import ServiceNotifications, phase_text
 from agent.mqtt_link import MqttLink
 from agent.outbox import Outbox
+from agent.prometheus import PromMetrics
 from agent.reconcile import Actual, ActualSlot, Download, Step, Unload, plan
-from agent.registry import ModelRegistry, ServedModel
-from agent.runtime import ModelLoader, warm_up
+from agent.runtime import LoadedModel, ModelLoader
 from agent.runtime_ort import load_ort
 from agent.serving import ServingServer, create_app
+from agent.serving_core import ModelRegistry
 from agent.settings import AgentSettings
 from agent.slots import SlotRecord, utcnow
 from agent.state_store import downloaded, ensure_layout, load_desired, save_desired
+from agent.swap_journal import Pointer, SwapJournal
 from agent.telemetry_loop import TelemetryLoop
 from agent.tuning import PowerTuning
+from agent.validation import Reference, ReferenceError, parse_reference
 from shared.messages import (
     DesiredState,
     DeviceFacts,
@@ -89,7 +97,8 @@ class AgentDaemon:
         self._settings = settings
         self._device_id = settings.require_device_id()
         self._runtime = runtime
-        self._loader = loader or _loader_for(runtime)
+        self._loader = loader or _loader_for(runtime, settings.swap_mode)
+        self._custom_loader = loader is not None
         self._tuning = PowerTuning(facts, self._event)
         self._state_dir = settings.state_dir
         self._version = agent_version()
@@ -111,6 +120,15 @@ class AgentDaemon:
         self.service = ServiceNotifications()
         self.registry = ModelRegistry()
         self.metrics = HistogramMetrics()
+        kind: Kind = "jetson" if facts.jetson else "dgpu" if runtime == "tensorrt" else "cpu"
+        self.swapper = HotSwapper(
+            self.registry,
+            SwapJournal(self._state_dir),
+            HeadroomProbe(kind, budget_fraction=settings.memory_budget_fraction),
+            self._state_dir,
+            drain_timeout_s=settings.swap_drain_timeout_s,
+        )
+        self.prometheus = PromMetrics(self.registry, self.swapper.stats)
         self._sampler = default_sampler(
             self._state_dir,
             InferenceCollector(
@@ -124,7 +142,9 @@ class AgentDaemon:
         )
         host, port = settings.serve
         self._serve_host = host
-        app = create_app(self.registry, self.metrics, lambda: self._ready, self._version)
+        app = create_app(
+            self.registry, self.metrics, lambda: self._ready, self._version, self.prometheus
+        )
         self._server = ServingServer(app, host, port)
         self._downloader = Downloader(self._state_dir, base_url=settings.controller_url)
         self._store = StoreClient(settings.controller_url) if settings.controller_url else None
@@ -173,6 +193,7 @@ class AgentDaemon:
                 self._settings.spool_max_age_s,
                 self._link.publish_spooled,
             )
+            self._restore()
             self._server.start()
             self.service.serving()
             log.info("serving KServe v2 on %s", self.serve_url)
@@ -318,9 +339,8 @@ class AgentDaemon:
         self._records.pop(name, None)
         self._engine_keys = {k: v for k, v in self._engine_keys.items() if k != name}
         self.engines.unpin(name)
-        entry = self.registry.remove(name)
+        entry = self.swapper.unload(name)
         if entry is not None:
-            entry.drain_and_close()
             self._event("swap", name, f"unloaded {name} {entry.version}", to_version=None)
         self._update()
 
@@ -378,19 +398,49 @@ class AgentDaemon:
             retune=retune,
         )
 
+    def _model_loader(self, path: Path, slot: ModelSlot) -> Callable[[], LoadedModel]:
+        """How to load ``path`` for ``slot`` (kept, so a failed cold swap can reload it)."""
+        threads = slot.serving.intra_op_threads
+        in_process = self._settings.swap_mode == "in_process"
+        if self._runtime == "tensorrt" and not self._custom_loader and in_process:
+            from agent.runtime_trt import load_trt
+
+            streams, dla = slot.delegate.streams, slot.delegate.dla_core
+            return lambda: load_trt(path, intra_op_threads=threads, streams=streams, dla_core=dla)
+        loader = self._loader
+        return lambda: loader(path, intra_op_threads=threads)
+
+    def _reference(self, slot: ModelSlot) -> Reference | None:
+        """The slot's reference outputs (downloaded and verified), or None when it has none."""
+        if slot.reference is None:
+            return None
+        path = self._downloader.fetch(slot.reference, on_progress=self._supervising)
+        try:
+            return parse_reference(path.read_bytes())
+        except ReferenceError as exc:
+            raise ModelLoadError(f"reference outputs of {slot.version}: {exc}") from exc
+
     def _load(self, slot: ModelSlot, retune: bool = False) -> None:
         engine = self._resolve(slot, retune=retune)
+        reference = self._reference(slot)
         self._set_phase(slot, SlotPhase.VALIDATING)
-        model = self._loader(engine.path, intra_op_threads=slot.serving.intra_op_threads)
-        try:
-            warm_up(model)
-        except AgentError as exc:
-            model.close()
-            raise ModelLoadError(f"warm-up inference on zeros failed: {exc}") from exc
-        entry = ServedModel(
-            slot.name, slot.version, slot.artifact.sha256, model, slot.serving.max_queue
+        size = engine.path.stat().st_size
+        candidate = Candidate(
+            name=slot.name,
+            version=slot.version,
+            sha256=slot.artifact.sha256,
+            load=self._model_loader(engine.path, slot),
+            need=need_of(size, size if self._runtime == "onnxruntime" else 0),
+            pointer=Pointer(
+                slot.version, slot.artifact.sha256, str(engine.path), engine.key, self._runtime
+            ),
+            reference=reference,
+            precision=str(slot.delegate.precision),
+            max_queue=slot.serving.max_queue,
+            onnx_path=model_path(self._state_dir, slot.artifact.sha256),
         )
-        old = self.registry.swap(entry)
+        old = self.registry.get(slot.name)
+        swapped = self.swapper.swap(candidate)
         self._engine_keys = {**self._engine_keys, slot.name: engine.key}
         self._swaps += 1
         record = self._records[slot.name]
@@ -406,14 +456,62 @@ class AgentDaemon:
         self._event(
             "swap",
             slot.name,
-            f"{slot.name} now serves {slot.version}",
+            f"{slot.name} now serves {slot.version} ({swapped.mode} swap)",
             from_version=old.version if old else None,
             to_version=slot.version,
             engine_key=engine.key,
             engine_source=engine.source,
+            swap_mode=swapped.mode,
+            swap_seconds=round(swapped.seconds, 4),
+            memory_before=swapped.before.as_dict(),
+            memory_after=swapped.after.as_dict(),
+            validated=candidate.reference is not None,
         )
-        if old is not None:
-            old.drain_and_close()
+
+    def _restore(self) -> None:
+        """Serve what the swap journal says each model served before a restart or crash.
+
+        ``active`` first, ``rollback`` when it no longer loads; a ``pending`` swap never
+        reached its switch and is ignored. Reconcile then moves on from there.
+        """
+        for name, pointers in self.swapper.journal.models().items():
+            for pointer in (pointers.active, pointers.rollback):
+                if pointer is None or pointer.runtime != self._runtime:
+                    continue
+                path = Path(pointer.engine_path)
+                if not path.is_file():
+                    continue
+                loader = self._loader
+                candidate = Candidate(
+                    name=name,
+                    version=pointer.version,
+                    sha256=pointer.sha256,
+                    load=lambda p=path, ld=loader: ld(p, intra_op_threads=1),  # type: ignore[misc]
+                    need=need_of(path.stat().st_size),
+                    pointer=pointer,
+                )
+                try:
+                    self.swapper.restore(name, candidate)
+                except AgentError as exc:
+                    log.warning("journal: %s %s does not load: %s", name, pointer.version, exc)
+                    continue
+                hit = self.engines.get(pointer.engine_key) if pointer.engine_key else None
+                record = SlotRecord(name, None, pointer.version, pointer.sha256)
+                record.phase = SlotPhase.SERVING
+                record.runtime = self._runtime
+                if hit is not None:
+                    record.engine = Resolved(
+                        hit.path,
+                        hit.manifest,
+                        "cached",
+                        tuning_matches(hit.manifest.tuning, tuning_tag(self._tuning.facts)),
+                    )
+                    self._engine_keys = {**self._engine_keys, name: hit.manifest.engine_key}
+                    rollback = pointers.rollback.engine_key if pointers.rollback else None
+                    self.engines.pin(name, active=hit.manifest.engine_key, rollback=rollback)
+                self._records[name] = record
+                log.info("journal: serving %s %s again", name, pointer.version)
+                break
 
     def _fail(self, slot: ModelSlot, exc: AgentError, kind: EventKind) -> None:
         record = self._records[slot.name]
@@ -478,7 +576,12 @@ class AgentDaemon:
         self._outbox.send(Channel.EVENTS, event, event.event_id)
 
 
-def _loader_for(runtime: str) -> ModelLoader:
+def _loader_for(runtime: str, swap_mode: str = "in_process") -> ModelLoader:
+    if swap_mode == "worker_process":
+        from agent.worker import load_in_worker
+
+        loader: ModelLoader = load_in_worker(runtime)
+        return loader
     if runtime == "tensorrt":
         from agent.runtime_trt import load_trt
 

@@ -1,11 +1,18 @@
 """KServe v2 JSON tensors ↔ numpy arrays, checked against a model's inputs (pure, no I/O).
 
+Both encodings of the protocol: JSON ``data`` and the *binary tensor data extension*: the body
+is a JSON header of ``Inference-Header-Content-Length`` bytes followed by the raw little-endian
+bytes of every input whose ``parameters.binary_data_size`` is set, in the order of ``inputs``;
+outputs asked with ``parameters.binary_data: true`` (or the request parameter
+``binary_data_output: true``) come back the same way.
+
 Every check raises InvalidInputError with a message that names the tensor and what was expected,
 so a client can fix its request from the 400 alone.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -60,10 +67,17 @@ def _fits(shape: tuple[int, ...], spec: tuple[int, ...]) -> bool:
     return len(shape) == len(spec) and all(s in (d, -1) for d, s in zip(shape, spec, strict=True))
 
 
-def _decode_tensor(raw: Any, specs: Mapping[str, TensorSpec]) -> tuple[str, np.ndarray]:
+def _decode_tensor(
+    raw: Any, specs: Mapping[str, TensorSpec], binary: bytes | None = None
+) -> tuple[str, np.ndarray]:
     if not isinstance(raw, dict):
         raise InvalidInputError("each entry of 'inputs' must be an object")
-    missing = [k for k in ("name", "shape", "datatype", "data") if k not in raw]
+    needed = (
+        ("name", "shape", "datatype")
+        if binary is not None
+        else ("name", "shape", "datatype", "data")
+    )
+    missing = [k for k in needed if k not in raw]
     if missing:
         raise InvalidInputError(f"input is missing {', '.join(repr(k) for k in missing)}")
     name = raw["name"]
@@ -80,6 +94,15 @@ def _decode_tensor(raw: Any, specs: Mapping[str, TensorSpec]) -> tuple[str, np.n
     if not _fits(shape, spec.shape):
         wanted = [d if d >= 0 else "?" for d in spec.shape]
         raise InvalidInputError(f"input {name!r}: shape {list(shape)} given, expected {wanted}")
+    if binary is not None:
+        dtype = np.dtype(KSERVE_TO_NUMPY[spec.datatype]).newbyteorder("<")
+        if len(binary) != math.prod(shape) * dtype.itemsize:
+            raise InvalidInputError(
+                f"input {name!r}: {len(binary)} binary bytes given, shape {list(shape)} of "
+                f"{spec.datatype} needs {math.prod(shape) * dtype.itemsize}"
+            )
+        array = np.frombuffer(binary, dtype=dtype).reshape(shape)
+        return name, array.astype(dtype.newbyteorder("="), copy=False)
     values = _flatten(raw["data"])
     count = math.prod(shape)
     if len(values) != count:
@@ -94,17 +117,58 @@ def _decode_tensor(raw: Any, specs: Mapping[str, TensorSpec]) -> tuple[str, np.n
     return name, array
 
 
-def decode_request(body: Any, inputs: Sequence[TensorSpec]) -> dict[str, np.ndarray]:
-    """The feeds of a KServe v2 infer request body, checked against ``inputs``."""
+def _binary_size(raw: Any) -> int | None:
+    params = raw.get("parameters") if isinstance(raw, dict) else None
+    if not isinstance(params, dict) or "binary_data_size" not in params:
+        return None
+    size = params["binary_data_size"]
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise InvalidInputError("parameters.binary_data_size must be a non-negative integer")
+    return size
+
+
+def split_body(raw: bytes, header_length: str | None) -> tuple[bytes, bytes]:
+    """(JSON header, binary tail) of a request body; the header is all of it without the header."""
+    if header_length is None:
+        return raw, b""
+    try:
+        n = int(header_length)
+    except ValueError as exc:
+        raise InvalidInputError("Inference-Header-Content-Length must be an integer") from exc
+    if not 0 <= n <= len(raw):
+        raise InvalidInputError(
+            f"Inference-Header-Content-Length {n} is outside the body of {len(raw)} bytes"
+        )
+    return raw[:n], raw[n:]
+
+
+def decode_request(
+    body: Any, inputs: Sequence[TensorSpec], binary: bytes = b""
+) -> dict[str, np.ndarray]:
+    """The feeds of a KServe v2 infer request body (and its binary tail), checked."""
     if not isinstance(body, dict) or not isinstance(body.get("inputs"), list):
         raise InvalidInputError("request body must be an object with an 'inputs' list")
     specs = {spec.name: spec for spec in inputs}
     feeds: dict[str, np.ndarray] = {}
+    offset = 0
     for raw in body["inputs"]:
-        name, array = _decode_tensor(raw, specs)
+        size = _binary_size(raw)
+        chunk = None
+        if size is not None:
+            if offset + size > len(binary):
+                raise InvalidInputError(
+                    f"binary data ends before input {raw.get('name')!r}: "
+                    f"{len(binary)} bytes after the JSON header, {offset + size} needed"
+                )
+            chunk, offset = binary[offset : offset + size], offset + size
+        name, array = _decode_tensor(raw, specs, chunk)
         if name in feeds:
             raise InvalidInputError(f"input {name!r} is given twice")
         feeds[name] = array
+    if offset != len(binary):
+        raise InvalidInputError(
+            f"{len(binary) - offset} binary bytes after the JSON header belong to no input"
+        )
     absent = [name for name in specs if name not in feeds]
     if absent:
         raise InvalidInputError(f"missing input {', '.join(repr(n) for n in absent)}")
@@ -142,3 +206,50 @@ def encode_outputs(results: Mapping[str, np.ndarray], names: Sequence[str]) -> l
             }
         )
     return encoded
+
+
+def binary_outputs(body: Mapping[str, Any], names: Sequence[str]) -> set[str]:
+    """Outputs to return as binary data (per-output or request-wide ``binary_data`` flags)."""
+    params = body.get("parameters")
+    if isinstance(params, dict) and params.get("binary_data_output") is True:
+        chosen = set(names)
+    else:
+        chosen = set()
+    for wanted in body.get("outputs") or []:
+        p = wanted.get("parameters") if isinstance(wanted, dict) else None
+        if isinstance(p, dict) and "binary_data" in p:
+            name = str(wanted.get("name"))
+            if p["binary_data"] is True:
+                chosen.add(name)
+            else:
+                chosen.discard(name)
+    return chosen
+
+
+def encode_response(
+    response: dict[str, Any],
+    results: Mapping[str, np.ndarray],
+    names: Sequence[str],
+    binary: set[str],
+) -> tuple[bytes, int | None]:
+    """The response body and, when any output is binary, the JSON header's length."""
+    outputs = []
+    tail: list[bytes] = []
+    for name in names:
+        array = results[name]
+        entry: dict[str, Any] = {
+            "name": name,
+            "shape": list(array.shape),
+            "datatype": NUMPY_TO_KSERVE.get(array.dtype, str(array.dtype)),
+        }
+        if name in binary:
+            raw = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+            entry["parameters"] = {"binary_data_size": len(raw)}
+            tail.append(raw)
+        else:
+            entry["data"] = array.reshape(-1).tolist()
+        outputs.append(entry)
+    header = json.dumps({**response, "outputs": outputs}, separators=(",", ":")).encode()
+    if not tail:
+        return header, None
+    return header + b"".join(tail), len(header)

@@ -106,6 +106,23 @@ class AgentSettings(BaseSettings):
         default=None,
         description="Name of a simulated device profile overlaying the probed facts (demo only).",
     )
+    swap_mode: Literal["in_process", "worker_process"] = Field(
+        default="in_process",
+        description="in_process: every engine in the agent's process (least memory); "
+        "worker_process: each model in a child process, a swap starts a new one (all memory "
+        "returns to the OS; costs a process per model, ~1 GB with TensorRT). See agent/worker.py.",
+    )
+    swap_drain_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Longest wait for in-flight requests on a swapped-out engine.",
+    )
+    memory_budget_fraction: float = Field(
+        default=0.85,
+        gt=0,
+        le=1,
+        description="Share of total memory the resident models may need together (admission).",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="Log verbosity on stderr."
     )

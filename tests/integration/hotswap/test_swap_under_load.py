@@ -1,0 +1,154 @@
+"""Swaps under concurrent HTTP load: no failed request, old version kept on a bad update."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agent.admission import Headroom, need_of
+from agent.headroom import HeadroomProbe
+from agent.hotswap import Candidate, HotSwapper, ValidationFailed
+from agent.metrics import Metrics
+from agent.prometheus import PromMetrics
+from agent.runtime_ort import load_ort
+from agent.serving import ServingServer, create_app
+from agent.serving_core import ModelRegistry
+from agent.swap_journal import Pointer, SwapJournal
+from agent.validation import parse_reference
+from agent.worker import WorkerModel
+from controller.reference_outputs import reference_npz
+from controller.sample_models import anomaly, classifier
+from tests.conftest import free_port
+
+BODY = {"inputs": [{"name": "image", "shape": [1, 3, 32, 32], "datatype": "FP32",
+                    "data": [0.5] * 3072}]}  # fmt: skip
+
+
+class TightProbe(HeadroomProbe):
+    """A real probe whose budget is forced to two models, to drive admission to cold swaps."""
+
+    def headroom(self) -> Headroom:
+        return Headroom(1 << 40, 40 * 1024 * 1024, "forced for the test")
+
+
+class Rig:
+    def __init__(self, tmp_path: Path, probe: HeadroomProbe | None = None) -> None:
+        self.tmp = tmp_path
+        self.registry = ModelRegistry()
+        self.swapper = HotSwapper(
+            self.registry, SwapJournal(tmp_path), probe or HeadroomProbe("cpu"), tmp_path
+        )
+        self.prom = PromMetrics(self.registry, self.swapper.stats)
+        app = create_app(self.registry, Metrics(), lambda: True, "t", self.prom)
+        self.server = ServingServer(app, "127.0.0.1", free_port())
+        self.url = f"http://127.0.0.1:{self.server.start()}"
+
+    def candidate(self, name: str, version: str, data: bytes, worker: bool = False,
+                  reference: bytes | None = None) -> Candidate:  # fmt: skip
+        path = self.tmp / f"{name}-{version}.onnx"
+        path.write_bytes(data)
+        load = (lambda: WorkerModel("onnxruntime", path)) if worker else (lambda: load_ort(path))
+        return Candidate(
+            name, version, "0" * 64, load, need_of(len(data), len(data)),
+            Pointer(version, "0" * 64, str(path)),
+            reference=parse_reference(reference) if reference else None,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        self.server.stop()
+        self.registry.close_all()
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> Iterator[Rig]:
+    r = Rig(tmp_path)
+    yield r
+    r.close()
+
+
+def hammer(url: str, stop: threading.Event, results: list[tuple[int, str]]) -> None:
+    with httpx.Client(base_url=url, timeout=30) as client:
+        while not stop.is_set():
+            r = client.post("/v2/models/classifier/infer", json=BODY)
+            results.append((r.status_code, r.json().get("model_version", r.text)))
+
+
+def swap_many(rig: Rig, worker: bool, rounds: int) -> list[tuple[int, str]]:
+    rig.swapper.swap(rig.candidate("classifier", "1", classifier(seed=1), worker))
+    rig.swapper.swap(rig.candidate("anomaly", "1", anomaly(), worker))
+    stop, results = threading.Event(), []  # type: ignore[var-annotated]
+    clients = [threading.Thread(target=hammer, args=(rig.url, stop, results)) for _ in range(4)]
+    for t in clients:
+        t.start()
+    try:
+        for i in range(rounds):
+            version = str(2 + i % 2)
+            rig.swapper.swap(
+                rig.candidate("classifier", version, classifier(seed=int(version)), worker)
+            )
+    finally:
+        stop.set()
+        for t in clients:
+            t.join(30)
+    return results
+
+
+def test_warm_swaps_under_load_fail_no_request_and_leave_other_models_alone(rig: Rig) -> None:
+    anomaly_entry = None
+    results = swap_many(rig, worker=False, rounds=20)
+    anomaly_entry = rig.registry.get("anomaly")
+    assert results, "the clients sent nothing"
+    assert [r for r in results if r[0] != 200] == []
+    assert {v for _, v in results} >= {"2", "3"}
+    assert anomaly_entry is not None
+    assert anomaly_entry.version == "1"
+    assert rig.swapper.stats.total["classifier"] == 21
+    metrics = httpx.get(f"{rig.url}/metrics").text
+    assert 'jetfleet_swaps_total{model="classifier"} 21' in metrics
+    assert 'jetfleet_active_engine{model="anomaly",version="1",engine_key=""} 1' in metrics
+    assert 'jetfleet_swap_memory_bytes{model="classifier",when="after",kind="rss"}' in metrics
+
+
+def test_cold_swaps_hold_requests_instead_of_failing_them(tmp_path: Path) -> None:
+    rig = Rig(tmp_path, TightProbe("cpu"))
+    try:
+        rig.swapper.swap(rig.candidate("classifier", "1", classifier(seed=1)))
+        results = swap_many(rig, worker=False, rounds=8)
+        assert rig.swapper.stats.last["classifier"].mode == "cold"
+        assert [r for r in results if r[0] != 200] == []
+    finally:
+        rig.close()
+
+
+def test_worker_process_swaps_start_a_new_worker_and_stop_the_old(rig: Rig) -> None:
+    rig.swapper.swap(rig.candidate("classifier", "1", classifier(seed=1), worker=True))
+    first = rig.registry.get("classifier")
+    assert first is not None
+    old_pid = first.model.pid  # type: ignore[attr-defined]
+    rig.swapper.swap(rig.candidate("classifier", "2", classifier(seed=2), worker=True))
+    now = rig.registry.get("classifier")
+    assert now is not None
+    assert now.model.pid != old_pid
+    r = httpx.post(f"{rig.url}/v2/models/classifier/infer", json=BODY, timeout=30)
+    assert r.status_code == 200
+    assert r.json()["model_version"] == "2"
+    assert not first.model._process.is_alive()  # type: ignore[attr-defined]
+
+
+def test_failed_validation_keeps_the_old_version_serving_and_says_why(rig: Rig) -> None:
+    rig.swapper.swap(rig.candidate("classifier", "1", classifier(seed=1)))
+    wrong = reference_npz(classifier(seed=5))
+    with pytest.raises(ValidationFailed, match="differs from the reference"):
+        rig.swapper.swap(rig.candidate("classifier", "2", classifier(seed=2), reference=wrong))
+    r = httpx.post(f"{rig.url}/v2/models/classifier/infer", json=BODY, timeout=30)
+    assert r.status_code == 200
+    assert r.json()["model_version"] == "1"
+    assert rig.swapper.journal.get("classifier").active.version == "1"  # type: ignore[union-attr]
+    assert rig.swapper.journal.get("classifier").pending is None
+    good = reference_npz(classifier(seed=2))
+    rig.swapper.swap(rig.candidate("classifier", "2", classifier(seed=2), reference=good))
+    assert rig.registry.versions()["classifier"] == "2"
