@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -14,8 +15,10 @@ from controller.desired import artifact_url
 from controller.errors import Conflict, InvalidInput, NotFound
 from controller.onnx_inspect import inspect_model
 from controller.records import VersionRecord
-from shared.messages import MODEL_NAME_PATTERN, VERSION_PATTERN
+from controller.reference_outputs import ReferenceOutputsError, reference_ref, store_reference
+from shared.messages import MODEL_NAME_PATTERN, VERSION_PATTERN, ArtifactRef
 
+logger = logging.getLogger(__name__)
 _NAME = re.compile(MODEL_NAME_PATTERN)
 _VERSION = re.compile(VERSION_PATTERN)
 
@@ -69,6 +72,16 @@ class Catalog:
             analysis = analyze_all(pending.path.read_bytes())
             stored = pending.commit()
             committed = True
+            try:
+                store_reference(self._store, stored.sha256, stored.path.read_bytes())
+            except ReferenceOutputsError as exc:
+                logger.warning(
+                    "%s:%s has no reference outputs (%s); devices will check warm-up outputs "
+                    "for NaN/Inf only",
+                    name,
+                    version,
+                    exc,
+                )
             record = self._repo.add_version(
                 name,
                 version,
@@ -119,6 +132,10 @@ class Catalog:
                 f"no analysis of {name}:{version} for TensorRT {trt_version}; stored: {known}"
             )
         return AnalysisReport.model_validate(report)
+
+    def reference(self, sha256: str) -> ArtifactRef | None:
+        """The reference outputs (NPZ artifact) agents validate model ``sha256`` against."""
+        return reference_ref(self._store, self._public_url, sha256)
 
     def _out(self, record: VersionRecord) -> ModelVersionOut:
         return ModelVersionOut(

@@ -99,8 +99,13 @@ def desired_document(
     slots: Sequence[PlannedSlot],
     public_url: str,
     issued_at: datetime,
+    references: Mapping[str, ArtifactRef] | None = None,
 ) -> DesiredState:
-    """The full DesiredState a device receives for ``slots`` at ``generation``."""
+    """The full DesiredState a device receives for ``slots`` at ``generation``.
+
+    ``references`` maps a model's sha256 to its reference-outputs artifact, which the agent
+    validates a new engine against before it switches to it.
+    """
     return DesiredState(
         device_id=device_id,
         generation=generation,
@@ -113,6 +118,7 @@ def desired_document(
                     url=artifact_url(public_url, s.sha256), sha256=s.sha256, size=s.size
                 ),
                 delegate=s.delegate,
+                reference=(references or {}).get(s.sha256),
             )
             for s in slots
         ),

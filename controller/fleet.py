@@ -236,7 +236,8 @@ class Fleet:
         return matched
 
     def _publish(self, device_id: str, generation: int, slots: tuple[PlannedSlot, ...]) -> None:
-        doc = desired_document(device_id, generation, slots, self._public_url, self._clock())
+        refs = {s.sha256: r for s in slots if (r := self._catalog.reference(s.sha256))}
+        doc = desired_document(device_id, generation, slots, self._public_url, self._clock(), refs)
         self._publisher.publish(
             self._topics.device(device_id, Channel.DESIRED), encode(doc), qos=1, retain=True
         )
