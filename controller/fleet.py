@@ -44,6 +44,11 @@ class Publisher(Protocol):
     def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = True) -> None:
         """Publish and wait for the broker's acknowledgement."""
 
+    def publish_all(
+        self, messages: Sequence[tuple[str, bytes]], *, qos: int = 1, retain: bool = True
+    ) -> None:
+        """Publish every message, then wait for all the acknowledgements."""
+
 
 class Fleet:
     """Deploy and undeploy model versions; keep every device's retained desired document."""
@@ -203,16 +208,13 @@ class Fleet:
         """Publish every device's current desired document again (same generation)."""
         with self._lock:
             devices = self._repo.devices()
-            for device in devices:
-                self._publish(device.id, device.desired_generation, device.slots)
+            self._publish_all([(d.id, d.desired_generation, d.slots) for d in devices])
             return len(devices)
 
     def _apply(self, plans: _Plans) -> DeploymentResult:
         """Run the plans (caller holds the lock); publish to the devices that changed."""
         changes = self._repo.change_each(plans)
-        for change in changes:
-            if change.changed:
-                self._publish(change.device_id, change.generation, change.slots)
+        self._publish_all([(c.device_id, c.generation, c.slots) for c in changes if c.changed])
         return DeploymentResult(
             devices=[
                 DeviceChange(device_id=c.device_id, generation=c.generation, changed=c.changed)
@@ -235,15 +237,29 @@ class Fleet:
             raise NotFound(f"no device matches selector '{selector}'")
         return matched
 
-    def _publish(self, device_id: str, generation: int, slots: tuple[PlannedSlot, ...]) -> None:
-        refs = {s.sha256: r for s in slots if (r := self._catalog.reference(s.sha256))}
-        doc = desired_document(device_id, generation, slots, self._public_url, self._clock(), refs)
-        self._publisher.publish(
-            self._topics.device(device_id, Channel.DESIRED), encode(doc), qos=1, retain=True
-        )
-        logger.info(
-            "published desired generation %d to %s (%d slots)", generation, device_id, len(slots)
-        )
+    def _publish_all(self, docs: Sequence[tuple[str, int, tuple[PlannedSlot, ...]]]) -> None:
+        """Publish each (device, generation, slots) as its retained desired document."""
+        if not docs:
+            return
+        refs = {
+            s.sha256: r
+            for _, _, slots in docs
+            for s in slots
+            if (r := self._catalog.reference(s.sha256))
+        }
+        now = self._clock()
+        messages = [
+            (
+                self._topics.device(device_id, Channel.DESIRED),
+                encode(desired_document(device_id, gen, slots, self._public_url, now, refs)),
+            )
+            for device_id, gen, slots in docs
+        ]
+        self._publisher.publish_all(messages, qos=1, retain=True)
+        for device_id, gen, slots in docs:
+            logger.info(
+                "published desired generation %d to %s (%d slots)", gen, device_id, len(slots)
+            )
 
 
 _Plan = Callable[[tuple[PlannedSlot, ...]], SlotPlan]

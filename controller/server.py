@@ -36,7 +36,7 @@ from controller.rollouts.loop import RolloutLoop
 from controller.rollouts.service import RolloutService
 from controller.services import Services
 from controller.settings import Settings
-from shared.topics import Topics
+from shared.topics import Channel, Topics
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class Controller:
             self._stoppers.append(broker.stop)
             broker_url = broker.url
         self.broker_url = broker_url
-        inbox = Inbox(ingest.handle)
+        inbox = Inbox(ingest.handle, lanes=(Channel.TELEMETRY.value,))
         inbox.start()
         self._stoppers.append(inbox.stop)
         bus = MqttBus(broker_url, topics, inbox.put, on_connected=self._republish_soon)
