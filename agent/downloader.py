@@ -8,7 +8,6 @@ This and agent.engines.store_client (the engine store) are the modules that impo
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from agent.durable_files import fsync_dir, sha256_file
 from agent.errors import ArtifactUnavailable, DownloadError, IntegrityError
 from shared.messages import ArtifactRef
 
@@ -33,24 +33,6 @@ def model_path(state_dir: Path, sha256: str) -> Path:
 def part_path(state_dir: Path, sha256: str) -> Path:
     """Where the partial download of ``sha256`` lives."""
     return state_dir / "downloads" / f"{sha256}.part"
-
-
-def _hash_file(path: Path) -> tuple[int, str]:
-    digest = hashlib.sha256()
-    size = 0
-    with path.open("rb") as f:
-        while chunk := f.read(CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return size, digest.hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def resolve_url(url: str, base_url: str | None) -> str:
@@ -96,7 +78,7 @@ class Downloader:
         """
         final = model_path(self._state_dir, ref.sha256)
         if is_present(self._state_dir, ref):
-            if _hash_file(final) == (ref.size, ref.sha256):
+            if sha256_file(final) == (ref.size, ref.sha256):
                 return final
             log.warning("model file %s is corrupt; downloading it again", final)
             final.unlink()
@@ -113,7 +95,7 @@ class Downloader:
                 raise DownloadError(f"{url} ended after {got} of {ref.size} bytes; will resume")
         self._verify(part, ref)
         os.replace(part, final)
-        _fsync_dir(final.parent)
+        fsync_dir(final.parent)
         return final
 
     def _stream(
@@ -156,7 +138,7 @@ class Downloader:
             raise DownloadError(f"download of {url} failed: {exc}; will resume") from exc
 
     def _verify(self, part: Path, ref: ArtifactRef) -> None:
-        size, actual = _hash_file(part)
+        size, actual = sha256_file(part)
         if size != ref.size:
             part.unlink()
             raise IntegrityError(f"size mismatch: expected {ref.size} bytes, got {size}")

@@ -9,36 +9,20 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal, TextIO
+from typing import TextIO
 
-from shared.logfmt import JsonFormatter, ReadableFormatter, RedactingFilter
+from shared.logfmt import LogFormat, configure_root_logging
 
-Format = Literal["auto", "json", "text"]
+Format = LogFormat
 
 QUIET_LOGGERS = ("httpx", "httpcore", "uvicorn.access")
 """Chatty libraries kept at WARNING unless the agent itself logs at a higher level."""
-
-
-def choose_formatter(stream: TextIO, fmt: Format = "auto") -> logging.Formatter:
-    """JSON unless ``stream`` is a TTY; ``fmt`` forces one or the other."""
-    if fmt == "json" or (fmt == "auto" and not stream.isatty()):
-        return JsonFormatter()
-    return ReadableFormatter()
 
 
 def configure_logging(
     level: str = "info", stream: TextIO | None = None, fmt: Format = "auto"
 ) -> logging.Handler:
     """Make one redacting handler on ``stream`` (stderr) the root logger's only handler."""
-    out = stream if stream is not None else sys.stderr
-    handler = logging.StreamHandler(out)
-    handler.setFormatter(choose_formatter(out, fmt))
-    handler.addFilter(RedactingFilter())
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(level.upper())
-    for name in QUIET_LOGGERS:
-        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
-    return handler
+    return configure_root_logging(
+        level, stream if stream is not None else sys.stderr, fmt, QUIET_LOGGERS
+    )

@@ -6,9 +6,9 @@ Keeping the desired document lets a restarted agent serve its models before the 
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
+from agent.durable_files import write_atomically
 from agent.errors import StartupError
 from shared.codec import MessageError, decode, encode
 from shared.messages import DesiredState
@@ -36,21 +36,6 @@ def ensure_layout(state_dir: Path) -> None:
 def downloaded(state_dir: Path) -> frozenset[str]:
     """sha256 of every model file moved into ``models/`` (they were verified on arrival)."""
     return frozenset(p.stem for p in (state_dir / "models").glob("*.onnx"))
-
-
-def write_atomically(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so a crash leaves either the old or the new file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def save_desired(state_dir: Path, desired: DesiredState) -> None:

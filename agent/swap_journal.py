@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.state_store import write_atomically
+from agent.durable_files import write_atomically
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal, TextIO
 
 _STANDARD_ATTRS = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", None, None)).keys() | {"message", "asctime"}
@@ -103,3 +104,34 @@ class ReadableFormatter(logging.Formatter):
         head, sep, tail = line.partition("\n")
         pairs = " ".join(f"{k}={v}" for k, v in extras.items())
         return f"{head} {pairs}{sep}{tail}"
+
+
+LogFormat = Literal["auto", "json", "text"]
+
+
+def choose_formatter(stream: TextIO, fmt: LogFormat = "auto") -> logging.Formatter:
+    """JSON unless ``stream`` is a TTY; ``fmt`` forces one or the other."""
+    if fmt == "json" or (fmt == "auto" and not stream.isatty()):
+        return JsonFormatter()
+    return ReadableFormatter()
+
+
+def configure_root_logging(
+    level: str, stream: TextIO, fmt: LogFormat, quiet: Sequence[str]
+) -> logging.Handler:
+    """Make one redacting handler on ``stream`` the root logger's only handler.
+
+    ``quiet`` names chatty libraries kept at WARNING unless the program logs at a higher level.
+    Both programs call this through their own ``logging_setup`` with their own ``quiet`` list.
+    """
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(choose_formatter(stream, fmt))
+    handler.addFilter(RedactingFilter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for name in quiet:
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))
+    return handler

@@ -12,7 +12,6 @@ Timing caches (TensorRT) live in ``timing/<validity digest>.cache``: they are de
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -25,6 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agent.durable_files import fsync_dir, sha256_file, write_atomically
 from shared.engine_keys import ValidityKey
 from shared.engines import EngineManifest
 
@@ -54,35 +54,6 @@ class CacheHit:
     path: Path
     manifest: EngineManifest
     origin: Origin
-
-
-def sha256_file(path: Path) -> tuple[int, str]:
-    """(size, sha256 hex) of a file, read in chunks."""
-    digest = hashlib.sha256()
-    size = 0
-    with path.open("rb") as f:
-        while chunk := f.read(CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return size, digest.hexdigest()
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 class EngineCache:
@@ -182,7 +153,7 @@ class EngineCache:
                     self._on_corrupt(key, reason)
                 return None
             touched = record.model_copy(update={"last_used": self._clock()})
-            _write_atomically(self.record_path(key), touched.model_dump_json().encode())
+            write_atomically(self.record_path(key), touched.model_dump_json().encode())
             return CacheHit(path=path, manifest=manifest, origin=record.origin)
 
     def put(self, source: Path, manifest: EngineManifest, origin: Origin) -> CacheHit:
@@ -201,9 +172,9 @@ class EngineCache:
             except OSError:
                 shutil.copyfile(source, final)
                 source.unlink(missing_ok=True)
-            _fsync_dir(self.root)
+            fsync_dir(self.root)
             record = CacheRecord(manifest=manifest, origin=origin, last_used=self._clock())
-            _write_atomically(self.record_path(key), record.model_dump_json().encode())
+            write_atomically(self.record_path(key), record.model_dump_json().encode())
             self.evict(keep={key})
             return CacheHit(path=final, manifest=manifest, origin=origin)
 

@@ -23,9 +23,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
+from agent.durable_files import sha256_file
 from agent.engines.build_protocol import BuildRequest
 from agent.engines.build_runner import BUILDERS, BuildFailed, BuildOutcome, run_build
-from agent.engines.cache import CacheHit, EngineCache, sha256_file
+from agent.engines.cache import CacheHit, EngineCache
 from agent.engines.identity import EngineIdentity, tuning_matches
 from agent.engines.store_client import StoreClient, StoreConflict, StoreUnavailable
 from agent.errors import AgentError

@@ -18,7 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agent.engines.cache import EngineCache, sha256_file
+from agent.durable_files import sha256_file
+from agent.engines.cache import EngineCache
 from agent.engines.identity import EngineIdentity, identify
 from agent.engines.resolver import EngineResolver, Resolved
 from agent.engines.store_client import StoreClient
