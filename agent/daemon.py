@@ -29,6 +29,7 @@ from types import FrameType
 from typing import Any
 
 from agent.admission import need_of
+from agent.batching import Batcher
 from agent.collectors.health import default_sampler
 from agent.collectors.inference import HistogramMetrics, InferenceCollector
 from agent.downloader import Downloader, model_path
@@ -142,8 +143,14 @@ class AgentDaemon:
         )
         host, port = settings.serve
         self._serve_host = host
+        self.batcher = Batcher()
         app = create_app(
-            self.registry, self.metrics, lambda: self._ready, self._version, self.prometheus
+            self.registry,
+            self.metrics,
+            lambda: self._ready,
+            self._version,
+            self.prometheus,
+            batcher=self.batcher,
         )
         self._server = ServingServer(app, host, port)
         self._downloader = Downloader(self._state_dir, base_url=settings.controller_url)
@@ -421,6 +428,9 @@ class AgentDaemon:
             raise ModelLoadError(f"reference outputs of {slot.version}: {exc}") from exc
 
     def _load(self, slot: ModelSlot, retune: bool = False) -> None:
+        self.batcher.configure(
+            slot.name, slot.serving.max_batch_size, slot.serving.max_queue_delay_ms
+        )
         engine = self._resolve(slot, retune=retune)
         reference = self._reference(slot)
         self._set_phase(slot, SlotPhase.VALIDATING)

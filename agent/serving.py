@@ -8,7 +8,8 @@ Errors use KServe's shape ``{"error": "..."}``: 400 for a request that does not 
 404 for an unknown model or version, 503 when a model's queue is full or a cold swap held the
 request too long. Every infer request is counted in :class:`Metrics` and, when given, in the
 Prometheus exporter. Requests lease their engine through :meth:`ModelRegistry.acquire`, so a
-swap never fails a request (see :mod:`agent.serving_core`).
+swap never fails a request (see :mod:`agent.serving_core`). With a :class:`Batcher`, requests
+of models that ask for it are dynamically batched on their leased engine (:mod:`agent.batching`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from agent.batching import Batcher
 from agent.errors import InferenceError, InvalidInputError, StartupError
 from agent.kserve import (
     binary_outputs,
@@ -67,7 +69,12 @@ def _parse_body(raw: bytes) -> dict[str, Any]:
 
 
 def _run_inference(
-    registry: ModelRegistry, name: str, version: str | None, body: dict[str, Any], binary: bytes
+    registry: ModelRegistry,
+    name: str,
+    version: str | None,
+    body: dict[str, Any],
+    binary: bytes,
+    batcher: Batcher | None = None,
 ) -> tuple[bytes, int | None, str]:
     with registry.acquire(name) as entry:
         if version is not None and version != entry.version:
@@ -75,7 +82,10 @@ def _run_inference(
         model = entry.model
         feeds = decode_request(body, model.inputs, binary)
         names = requested_outputs(body, model.outputs)
-        results = model.infer(feeds)
+        if batcher is None:
+            results = model.infer(feeds)
+        else:
+            results = batcher.infer(name, entry, model, feeds)
         served = entry.version
     response: dict[str, Any] = {"model_name": name, "model_version": served}
     if isinstance(body.get("id"), str):
@@ -90,8 +100,13 @@ def create_app(
     is_ready: Callable[[], bool],
     server_version: str,
     prometheus: PromMetrics | None = None,
+    batcher: Batcher | None = None,
 ) -> FastAPI:
-    """The KServe v2 app over ``registry``; ``is_ready`` says whether every desired slot serves."""
+    """The KServe v2 app over ``registry``; ``is_ready`` says whether every desired slot serves.
+
+    With ``batcher``, infer requests of models it has a policy for are dynamically batched
+    (:mod:`agent.batching`) and ``/metrics`` adds its batch counters.
+    """
     app = FastAPI(title="jetfleet-agent KServe v2", version=server_version, openapi_url=None)
 
     @app.exception_handler(StarletteHTTPException)
@@ -105,7 +120,8 @@ def create_app(
     @app.get("/metrics")
     def metrics_text() -> Response:
         exporter = prometheus or PromMetrics(registry)
-        return Response(exporter.render(), media_type=CONTENT_TYPE)
+        text = exporter.render() + (batcher.render() if batcher is not None else "")
+        return Response(text, media_type=CONTENT_TYPE)
 
     @app.get("/v2/health/live")
     def live() -> dict[str, bool]:
@@ -154,7 +170,7 @@ def create_app(
             head, binary = split_body(await request.body(), request.headers.get(HEADER_LENGTH))
             body = _parse_body(head)
             payload, header_length, served = await run_in_threadpool(
-                _run_inference, registry, name, version, body, binary
+                _run_inference, registry, name, version, body, binary, batcher
             )
         except NotServed as exc:
             status, message = 404, str(exc)

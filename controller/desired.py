@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from shared.delegate import DelegateConfig
-from shared.messages import ArtifactRef, DesiredState, ModelSlot
+from shared.messages import ArtifactRef, DesiredState, ModelSlot, ServingSettings
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,10 @@ def desired_document(
                     url=artifact_url(public_url, s.sha256), sha256=s.sha256, size=s.size
                 ),
                 delegate=s.delegate,
+                serving=ServingSettings(
+                    max_batch_size=s.delegate.max_batch_size,
+                    max_queue_delay_ms=s.delegate.max_queue_delay_ms,
+                ),
                 reference=(references or {}).get(s.sha256),
             )
             for s in slots

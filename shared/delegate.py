@@ -123,6 +123,16 @@ class DelegateConfig(_Frozen):
         default="sustained_throughput",
         description="sustained_throughput (video: contexts, batching) or lowest_latency (batch 1).",
     )
+    max_batch_size: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        description="Dynamic batching: rows per batched inference; 1 = off (needs a dynamic "
+        "batch dimension). Carried to the agent as the slot's serving settings.",
+    )
+    max_queue_delay_ms: float = Field(
+        default=0, ge=0, le=10_000, description="How long a request may wait to be batched."
+    )
     onnxruntime: OrtOptions = Field(default_factory=OrtOptions)
 
 
@@ -140,7 +150,8 @@ BUILD_FIELDS = (
     "onnxruntime",
 )
 """Fields that change the built engine. The rest (streams, timing cache, power mode, clocks,
-preference) change how an engine is run or tuned, not what it is: see shared.engine_keys."""
+preference, batching) change how an engine is run or tuned, not what it is: see
+shared.engine_keys."""
 
 
 def _dynamic(dim: Dim) -> bool:

@@ -54,6 +54,18 @@ class ServingSettings(WireModel):
 
     max_queue: int = Field(default=64, ge=1, description="Requests waiting before 503.")
     intra_op_threads: int = Field(default=1, ge=1, le=64, description="CPU threads per request.")
+    max_batch_size: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        description="Rows per batched inference (dynamic batching); 1 turns batching off.",
+    )
+    max_queue_delay_ms: float = Field(
+        default=0,
+        ge=0,
+        le=10_000,
+        description="How long a request may wait for others to batch with (milliseconds).",
+    )
 
 
 class ModelSlot(WireModel):

@@ -8,6 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,6 +31,7 @@ from shared.messages import (
     Event,
     ModelSlot,
     ReportedState,
+    ServingSettings,
     SlotPhase,
     Status,
     Telemetry,
@@ -37,6 +39,7 @@ from shared.messages import (
 from shared.topics import Channel, Topics
 from tests.conftest import free_port
 from tests.integration.agent.artifact_server import ArtifactServer
+from tests.integration.batching.test_dynamic_batching import dense, metric
 
 T = TypeVar("T")
 DEVICE = "gw-e2e"
@@ -285,3 +288,47 @@ def test_restarted_agent_serves_its_kept_models_before_the_broker_answers(
         assert infer(url)["model_version"] == "1"
     finally:
         second.stop()
+
+
+def test_desired_serving_settings_turn_on_dynamic_batching(
+    mosquitto: str,
+    topics: Topics,
+    observer: Observer,
+    artifact_server: ArtifactServer,
+    tmp_path: Path,
+) -> None:
+    ref = artifact_server.add("dense.onnx", dense(seed=3))
+    agent = RunningAgent(settings_for(mosquitto, topics, tmp_path))
+    try:
+        slot = ModelSlot(
+            name="dense",
+            version="1",
+            artifact=ref,
+            serving=ServingSettings(max_batch_size=8, max_queue_delay_ms=20),
+        )
+        doc = DesiredState(
+            device_id=DEVICE, generation=1, issued_at=datetime.now(timezone.utc), slots=(slot,)
+        )
+        observer.publish_desired(doc)
+        observer.wait_for(
+            ReportedState,
+            lambda r: any(s.phase is SlotPhase.SERVING for s in r.slots),
+            "dense serving",
+        )
+        url = agent.daemon.serve_url
+        x = np.ones((1, 16), dtype=np.float32)
+        body = {
+            "inputs": [
+                {"name": "x", "shape": [1, 16], "datatype": "FP32", "data": x.ravel().tolist()}
+            ]
+        }
+
+        def call(_: int) -> int:
+            return httpx.post(f"{url}/v2/models/dense/infer", json=body, timeout=10).status_code
+
+        with ThreadPoolExecutor(8) as pool:
+            assert set(pool.map(call, range(32))) == {200}
+        text = httpx.get(f"{url}/metrics", timeout=5).text
+        assert metric(text, "jetfleet_batches_total", model="dense") > 0
+    finally:
+        agent.stop()
