@@ -47,7 +47,6 @@ from agent.outbox import Outbox
 from agent.prometheus import PromMetrics
 from agent.reconcile import Actual, ActualSlot, Download, Step, Unload, plan
 from agent.runtime import LoadedModel, ModelLoader
-from agent.runtime_ort import load_ort
 from agent.serving import ServingServer, create_app
 from agent.serving_core import ModelRegistry
 from agent.settings import AgentSettings
@@ -596,7 +595,14 @@ def _loader_for(runtime: str, swap_mode: str = "in_process") -> ModelLoader:
         from agent.runtime_trt import load_trt
 
         return load_trt
-    return load_ort
+    return _load_ort
+
+
+def _load_ort(path: Path, *, intra_op_threads: int = 1) -> LoadedModel:
+    """ONNX Runtime is imported on the first load: it costs ~20 MB RSS to an idle agent."""
+    from agent.runtime_ort import load_ort
+
+    return load_ort(path, intra_op_threads=intra_op_threads)
 
 
 def run_agent(settings: AgentSettings) -> None:
