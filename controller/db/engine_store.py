@@ -16,10 +16,11 @@ from sqlalchemy import Engine, delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from controller.db.lease_rows import decide_locked
 from controller.db.schema import Artifact, BuildLease, EngineRecord, utcnow
 from controller.db.session import make_sessionmaker, transaction
 from controller.errors import Conflict, DatabaseError
-from controller.leases import Decision, Lease, decide
+from controller.leases import Decision
 from shared.engines import EngineManifest
 
 _RETRIES = 5
@@ -99,24 +100,18 @@ class EngineStoreDb:
         for _ in range(_RETRIES):
             try:
                 with self._tx() as session:
-                    if self._sqlite:
-                        session.connection().exec_driver_sql("BEGIN IMMEDIATE")
-                    row = session.get(BuildLease, key, with_for_update=True)
-                    existing = None if row is None else Lease(row.holder, row.expires_at)
-                    decision = decide(existing, device_id, ttl_s, now)
-                    if decision.granted:
-                        if row is None:
-                            session.add(
-                                BuildLease(
-                                    engine_key=key,
-                                    holder=decision.lease.holder,
-                                    expires_at=decision.lease.expires_at,
-                                )
-                            )
-                        else:
-                            row.holder = decision.lease.holder
-                            row.expires_at = decision.lease.expires_at
-                return decision
+                    return decide_locked(
+                        session,
+                        sqlite=self._sqlite,
+                        model=BuildLease,
+                        key=key,
+                        holder=device_id,
+                        ttl_s=ttl_s,
+                        now=now,
+                        new_row=lambda lease: BuildLease(
+                            engine_key=key, holder=lease.holder, expires_at=lease.expires_at
+                        ),
+                    )
             except IntegrityError:
                 continue  # another device inserted the first lease: decide again against it
         raise DatabaseError(f"could not decide the build lease of {key}: retry")

@@ -16,6 +16,7 @@ from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from controller.db.lease_rows import decide_locked
 from controller.db.schema import TelemetrySample
 from controller.db.schema_rollouts import (
     ControllerLease,
@@ -26,7 +27,6 @@ from controller.db.schema_rollouts import (
 )
 from controller.db.session import make_sessionmaker, transaction
 from controller.errors import Conflict, DatabaseError, NotFound
-from controller.leases import Lease, decide
 from controller.rollouts.model import (
     ACTIVE,
     AuditEntry,
@@ -272,22 +272,18 @@ class RolloutStore:
         for _ in range(_RETRIES):
             try:
                 with self._tx() as session:
-                    if self._sqlite:
-                        session.connection().exec_driver_sql("BEGIN IMMEDIATE")
-                    row = session.get(ControllerLease, name, with_for_update=True)
-                    existing = None if row is None else Lease(row.holder, row.expires_at)
-                    decision = decide(existing, holder, ttl_s, now)
-                    if decision.granted:
-                        if row is None:
-                            session.add(
-                                ControllerLease(
-                                    name=name, holder=holder, expires_at=decision.lease.expires_at
-                                )
-                            )
-                        else:
-                            row.holder = holder
-                            row.expires_at = decision.lease.expires_at
-                    return decision.granted
+                    return decide_locked(
+                        session,
+                        sqlite=self._sqlite,
+                        model=ControllerLease,
+                        key=name,
+                        holder=holder,
+                        ttl_s=ttl_s,
+                        now=now,
+                        new_row=lambda lease: ControllerLease(
+                            name=name, holder=lease.holder, expires_at=lease.expires_at
+                        ),
+                    ).granted
             except IntegrityError:
                 continue  # another replica inserted the first lease row: decide again
         raise DatabaseError(f"could not decide the controller lease {name!r}: retry")
