@@ -251,6 +251,11 @@ class EngineResolver:
         self, slot: str, onnx_path: Path, identity: EngineIdentity, config: DelegateConfig
     ) -> BuildOutcome:
         key = identity.key
+        calibration = (
+            self.calibration_cache(config.calibration_cache_sha256)
+            if config.calibration_cache_sha256 and identity.runtime == "tensorrt"
+            else None
+        )
         request = BuildRequest(
             onnx_path=onnx_path,
             output_path=self.cache.scratch(f"{key}.build"),
@@ -258,6 +263,7 @@ class EngineResolver:
             timing_cache_path=self.cache.timing_cache_path(identity.validity)
             if config.timing_cache
             else None,
+            calibration_cache_path=calibration,
             dla_cores=self._dla_cores,
         )
         self._emit(
@@ -294,6 +300,21 @@ class EngineResolver:
                 error_lines=exc.lines,
             )
             raise
+
+    def calibration_cache(self, sha256: str) -> Path:
+        """The INT8 calibration cache a delegate config names, fetched from the controller's
+        artifact store once and kept (sha256-checked) beside the engine cache."""
+        path = self.cache.scratch(f"calibration-{sha256}.cache")
+        if path.exists() and sha256_file(path)[1] == sha256:
+            return path
+        if self._store is None:
+            raise BuildFailed(
+                f"INT8 calibration cache {sha256[:12]} is needed for this build but the agent "
+                "has no controller URL to fetch it from (set controller_url)",
+                [],
+            )
+        self._store.download(sha256, None, path)
+        return path
 
     def _upload(self, store: StoreClient, hit: CacheHit, manifest: EngineManifest) -> None:
         try:

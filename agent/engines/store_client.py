@@ -136,8 +136,11 @@ class StoreClient:
             raise self._reject(response, f"upload of {path.name}")
         return ArtifactOut.model_validate_json(response.content)
 
-    def download(self, sha256: str, size: int, dest: Path) -> None:
-        """Fetch artifact ``sha256`` into ``dest`` (fsynced); IntegrityError on other bytes."""
+    def download(self, sha256: str, size: int | None, dest: Path) -> None:
+        """Fetch artifact ``sha256`` into ``dest`` (fsynced); IntegrityError on other bytes.
+
+        ``size`` None: only the sha256 is checked (a config names a calibration cache by hash).
+        """
         digest = hashlib.sha256()
         written = 0
         url = f"/api/v1/artifacts/{sha256}"
@@ -157,7 +160,7 @@ class StoreClient:
         except httpx.HTTPError as exc:
             dest.unlink(missing_ok=True)
             raise StoreUnavailable(f"download of engine {sha256[:12]} failed: {exc}") from exc
-        if (written, digest.hexdigest()) != (size, sha256):
+        if digest.hexdigest() != sha256 or (size is not None and written != size):
             dest.unlink(missing_ok=True)
             raise IntegrityError(
                 f"engine artifact {sha256[:12]} arrived as {written} bytes with sha256 "

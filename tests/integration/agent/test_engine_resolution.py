@@ -19,10 +19,12 @@ import httpx
 import pytest
 
 from agent.durable_files import sha256_file
+from agent.engines.build_runner import BuildFailed
 from agent.engines.cache import EngineCache
 from agent.engines.identity import EngineIdentity, identify
 from agent.engines.resolver import EngineResolver, Resolved
 from agent.engines.store_client import StoreClient
+from agent.errors import AgentError
 from agent.runtime import warm_up
 from agent.runtime_ort import load_ort
 from controller.sample_models import classifier
@@ -234,3 +236,30 @@ def test_a_corrupt_cached_engine_is_not_loaded_and_is_pulled_again(
     assert len(gw.corrupt) == 1
     assert "is corrupt" in gw.corrupt[0]
     assert gw.builds() == 1
+
+
+def test_a_calibration_cache_named_by_a_config_is_fetched_once_and_verified(
+    devices: Any, api: httpx.Client
+) -> None:
+    cache_bytes = b"TRT-8600-EntropyCalibration2\ninput: 3c010a14\n"
+    sha = hashlib.sha256(cache_bytes).hexdigest()
+    uploaded = api.post(
+        "/api/v1/artifacts",
+        content=cache_bytes,
+        headers={"Content-Type": "application/octet-stream"},
+    )
+    assert uploaded.status_code in (200, 201), uploaded.text
+    device = devices("gw-int8")
+    path = device.resolver.calibration_cache(sha)
+    assert path.read_bytes() == cache_bytes
+    path.write_bytes(b"tampered")
+    assert device.resolver.calibration_cache(sha).read_bytes() == cache_bytes
+    with pytest.raises(AgentError, match="HTTP 404"):
+        device.resolver.calibration_cache("0" * 64)
+
+
+def test_without_a_controller_a_calibration_cache_is_a_clear_build_failure(tmp_path: Path) -> None:
+    cache = EngineCache(tmp_path / "engines", 1 << 30)
+    resolver = EngineResolver(cache, None, "gw-offline")
+    with pytest.raises(BuildFailed, match="set controller_url"):
+        resolver.calibration_cache("ab" * 32)
