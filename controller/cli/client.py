@@ -72,6 +72,14 @@ class ControllerClient:
             headers={"Content-Type": "application/octet-stream"},
         )
 
+    def push_artifact(self, path: Path) -> Any:
+        return self._request(
+            "POST",
+            "/api/v1/artifacts",
+            content=_file_chunks(path),
+            headers={"Content-Type": "application/octet-stream"},
+        )
+
     def models(self) -> Any:
         return self._request("GET", "/api/v1/models")
 

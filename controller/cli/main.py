@@ -9,7 +9,7 @@ from controller.cli.configs import configs
 from controller.cli.db import db
 from controller.cli.demo import demo
 from controller.cli.engines import engines
-from controller.cli.operator import deploy, devices, models, telemetry, undeploy
+from controller.cli.operator import artifacts, deploy, devices, models, telemetry, undeploy
 from controller.cli.rollouts import rollouts
 from controller.cli.serve import serve
 
@@ -31,6 +31,7 @@ for command in (
     configs,
     engines,
     rollouts,
+    artifacts,
     demo,
 ):
     cli.add_command(command)

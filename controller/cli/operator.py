@@ -121,6 +121,26 @@ def models_show(ref: str, url: str, as_json: bool) -> None:
             click.echo(f"  trt {trt:<5}{summary['line']}")
 
 
+# --- artifacts -------------------------------------------------------------------------------
+
+
+@click.group()
+def artifacts() -> None:
+    """Content-addressed blobs a config can name (INT8 calibration caches)."""
+
+
+@artifacts.command("push")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@api_options
+def artifacts_push(path: Path, url: str, as_json: bool) -> None:
+    """Upload a file; prints the sha256 to use, e.g. --set calibration_cache_sha256=<sha256>."""
+    out = call_api(lambda c: c.push_artifact(path), url)
+    if as_json:
+        emit_json(out)
+        return
+    click.echo(f"sha256={out['sha256']} size={out['size']}")
+
+
 # --- devices ---------------------------------------------------------------------------------
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -82,6 +83,21 @@ def test_push_stores_the_static_analysis_per_tensorrt_version(
         assert len(report.json()["partitions"]) == 2
         missing = http.get("/api/v1/models/mnv2/versions/1/analysis", params={"trt": "7.0"})
         assert missing.status_code == 404
+
+
+def test_push_an_artifact_and_name_it_in_a_config(
+    run: Callable[..., Result], tmp_path: Path
+) -> None:
+    cache = tmp_path / "calib.cache"
+    cache.write_bytes(b"TRT-8600-EntropyCalibration2\n")
+    pushed = run("artifacts", "push", str(cache))
+    assert pushed.exit_code == 0, pushed.output
+    sha = pushed.output.split()[0].removeprefix("sha256=")
+    assert sha == hashlib.sha256(cache.read_bytes()).hexdigest()
+    layer = run(
+        "configs", "set", "int8", "--precision", "int8", "--set", f"calibration_cache_sha256={sha}"
+    )
+    assert layer.exit_code == 0, layer.output
 
 
 def test_pushing_a_file_that_is_not_onnx_fails_in_one_line(
