@@ -133,6 +133,22 @@ class Catalog:
             )
         return AnalysisReport.model_validate(report)
 
+    def set_reference(self, name: str, version: str, npz_bytes: bytes) -> ArtifactRef:
+        """Replace the computed reference outputs of ``name:version`` with the operator's NPZ.
+
+        Checked against the model first (every input and output named); desired documents
+        published from now on carry it, so devices validate new engines against it.
+        """
+        record = self.require_version(name, version)
+        onnx_bytes = self._store.path_of(record.sha256).read_bytes()
+        try:
+            store_reference(self._store, record.sha256, onnx_bytes, npz_bytes)
+        except ReferenceOutputsError as exc:
+            raise InvalidInput(str(exc)) from exc
+        ref = self.reference(record.sha256)
+        assert ref is not None
+        return ref
+
     def reference(self, sha256: str) -> ArtifactRef | None:
         """The reference outputs (NPZ artifact) agents validate model ``sha256`` against."""
         return reference_ref(self._store, self._public_url, sha256)

@@ -39,6 +39,7 @@ from controller.errors import (
 )
 from controller.services import Services
 from shared.engines import ArtifactOut, EngineManifest, LeaseOut, LeaseRequest
+from shared.messages import ArtifactRef
 
 _STATUS: list[tuple[type[ControllerError], int]] = [
     (InvalidInput, 400),
@@ -134,6 +135,12 @@ def _models(services: Services) -> APIRouter:
         if not created:
             response.status_code = 200
         return out
+
+    @router.put("/models/{name}/versions/{version}/reference")
+    async def put_reference(name: str, version: str, request: Request) -> ArtifactRef:
+        """Upload reference outputs (NPZ: ``input:<name>``/``output:<name>``, first axis = case)."""
+        body = await request.body()
+        return await run_in_threadpool(catalog.set_reference, name, version, body)
 
     @router.get("/models")
     def list_models() -> list[ModelOut]:

@@ -72,6 +72,14 @@ class ControllerClient:
             headers={"Content-Type": "application/octet-stream"},
         )
 
+    def push_reference(self, path: Path, name: str, version: str) -> Any:
+        return self._request(
+            "PUT",
+            f"/api/v1/models/{name}/versions/{version}/reference",
+            content=path.read_bytes(),
+            headers={"Content-Type": "application/octet-stream"},
+        )
+
     def push_artifact(self, path: Path) -> Any:
         return self._request(
             "POST",

@@ -69,10 +69,20 @@ def models() -> None:
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--name", required=True, help="Model name (lower-case, e.g. detector).")
 @click.option("--version", "version", required=True, help="Version label (e.g. 1.2.0).")
+@click.option(
+    "--reference",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Reference outputs (NPZ: input:<name>, output:<name>, first axis = case) to validate "
+    "engines against, instead of the ones computed with ONNX Runtime FP32.",
+)
 @api_options
-def models_push(path: Path, name: str, version: str, url: str, as_json: bool) -> None:
+def models_push(
+    path: Path, name: str, version: str, reference: Path | None, url: str, as_json: bool
+) -> None:
     """Upload an ONNX model file as NAME:VERSION."""
     out = call_api(lambda c: c.push_model(path, name, version), url)
+    if reference is not None:
+        call_api(lambda c: c.push_reference(reference, name, version), url)
     if as_json:
         emit_json(out)
         return

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import numpy as np
 import onnxruntime as ort
+from click.testing import CliRunner
 
+from controller.cli.main import cli
 from controller.sample_models import classifier
 from controller.server import Controller
 from shared.codec import decode, encode
@@ -56,3 +60,33 @@ def test_a_model_onnx_runtime_cannot_run_is_still_stored_without_references(
     custom = mobilenet_v2_like(size=64, classes=4, custom_after_block=1)
     response = api.put("/api/v1/models/custom/versions/1", content=custom)
     assert response.status_code == 201, response.text
+
+
+def test_an_operator_npz_replaces_the_computed_references(
+    controller: Controller, api: httpx.Client, tmp_path: Path
+) -> None:
+    model = classifier()
+    api.put("/api/v1/models/classifier/versions/2", content=model)
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    images = np.random.default_rng(5).random((3, 1, 3, 32, 32), dtype=np.float32)
+    outputs = np.stack([session.run(None, {"image": x})[0] for x in images])
+    npz = tmp_path / "mine.npz"
+    np.savez(npz, **{"input:image": images, "output:probabilities": outputs})
+
+    (tmp_path / "m.onnx").write_bytes(model)
+    result = CliRunner().invoke(
+        cli,
+        ["models", "push", str(tmp_path / "m.onnx"), "--name", "classifier", "--version", "2",
+         "--reference", str(npz), "--url", controller.http_url],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    stored = api.put(
+        "/api/v1/models/classifier/versions/2/reference", content=npz.read_bytes()
+    ).json()
+    assert stored["sha256"] == hashlib.sha256(npz.read_bytes()).hexdigest()
+
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, **{"input:img": images})
+    refused = api.put("/api/v1/models/classifier/versions/2/reference", content=wrong.read_bytes())
+    assert refused.status_code == 400
+    assert "input:image" in refused.json()["detail"]
