@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from controller.errors import ControllerError
+from controller.errors import ControllerError, InvalidInput
 from controller.rollouts.model import Operation, RolloutSpec
 from controller.rollouts.schemas import (
     AuditOut,
@@ -29,8 +29,12 @@ def rollouts_router(services: Services) -> APIRouter:
     @router.post("/rollouts", status_code=201)
     def create_rollout(body: RolloutCreate) -> RolloutOut:
         """Snapshot the targets, plan the waves and start the rollout."""
-        spec = RolloutSpec.model_validate(body.model_dump(exclude={"actor"}))
-        return rollout_out(service().create(spec, body.actor))
+        spec = RolloutSpec.model_validate(body.model_dump(exclude={"actor", "strict"}))
+        warnings = service().delegation_warnings(spec)
+        if warnings and body.strict:
+            raise InvalidInput("refused (strict): " + "; ".join(warnings))
+        out = rollout_out(service().create(spec, body.actor))
+        return out.model_copy(update={"warnings": warnings})
 
     @router.get("/rollouts")
     def list_rollouts() -> list[RolloutOut]:

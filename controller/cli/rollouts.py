@@ -71,6 +71,9 @@ def rollouts() -> None:
 @click.option("--max-failures", type=int, default=None, help="Abort at N failed devices.")
 @click.option("--max-failure-percent", type=float, default=None, help="Abort at P% failed.")
 @click.option("--no-rollback", is_flag=True, help="On abort, leave updated devices as they are.")
+@click.option(
+    "--strict", is_flag=True, help="Refuse when a target cannot build the model (no fallback)."
+)
 @api_options
 def rollouts_create(
     model_ref: str,
@@ -92,6 +95,7 @@ def rollouts_create(
     max_failures: int | None,
     max_failure_percent: float | None,
     no_rollback: bool,
+    strict: bool,
     url: str,
     as_json: bool,
 ) -> None:
@@ -128,6 +132,7 @@ def rollouts_create(
             "max_failure_percent": max_failure_percent,
             "rollback": not no_rollback,
         },
+        "strict": strict,
     }
     out = _call(lambda c: c.create_rollout(body), url)
     if as_json:
@@ -137,6 +142,8 @@ def rollouts_create(
         f"created rollout {out['id']}: {out['model']}:{out['version']} to "
         f"{sum(w['devices'] for w in out['waves'])} device(s) in {len(out['waves'])} wave(s)"
     )
+    for warning in out.get("warnings", []):
+        click.echo(f"warning: {warning}", err=True)
 
 
 @rollouts.command("ls")

@@ -33,6 +33,10 @@ class RolloutCreate(_Api):
     gates: Gates = Field(default_factory=Gates)
     policy: FailurePolicy = Field(default_factory=FailurePolicy)
     actor: str = Field(default="operator", max_length=64, description="Who asks (audit trail).")
+    strict: bool = Field(
+        default=False,
+        description="Refuse when a target device cannot build the model with its runtime.",
+    )
 
 
 class TargetOut(_Api):
@@ -77,6 +81,9 @@ class RolloutOut(_Api):
     gates: Gates
     policy: FailurePolicy
     targets: list[TargetOut] | None = None
+    warnings: list[str] = Field(
+        default_factory=list, description="Delegation warnings found at creation."
+    )
 
 
 class AuditOut(_Api):

@@ -20,6 +20,7 @@ from controller.db.rollout_store import RolloutStore
 from controller.db.schema import utcnow
 from controller.errors import InvalidInput, NotFound
 from controller.rollouts import machine
+from controller.rollouts.delegation import delegation_warning
 from controller.rollouts.model import (
     AuditEntry,
     Operation,
@@ -31,6 +32,7 @@ from controller.rollouts.model import (
 )
 from controller.rollouts.targeting import Candidate, check_spec, select
 from controller.rollouts.waves import parse_waves, plan_waves
+from shared.delegate import DelegateConfig
 
 
 class RolloutService:
@@ -53,6 +55,27 @@ class RolloutService:
         self._clock = clock
         self.wake = wake
         self._wait_s = request_wait_s
+
+    def delegation_warnings(self, spec: RolloutSpec) -> list[str]:
+        """One sentence per target device that cannot build the model with its runtime."""
+        record = self._catalog.require_version(spec.model, spec.version)
+        layers = self._configs.require_layers(spec.config) if spec.config else None
+        devices = self._repo.devices()
+        matched = set(select(spec.targets, [Candidate(d.id, d.labels, d.facts) for d in devices]))
+        warnings = []
+        for device in devices:
+            if device.id not in matched:
+                continue
+            delegate = (
+                Configs.resolve_for(layers, device, record).delegate
+                if layers is not None
+                else DelegateConfig()
+            )
+            ref = f"{spec.model}:{spec.version}"
+            warning = delegation_warning(device.id, device.facts, delegate, record.analysis, ref)
+            if warning:
+                warnings.append(warning)
+        return warnings
 
     def create(self, spec: RolloutSpec, actor: str = "operator") -> Rollout:
         """Resolve and snapshot the targets, plan the waves, store the rollout (pending)."""

@@ -166,3 +166,32 @@ def test_deploy_then_see_device_slots_and_telemetry(
 
     removed = run("undeploy", "classifier", "--device", "gw-7")
     assert removed.output.strip() == "gw-7: removed (generation 2)"
+
+
+def test_rollout_to_a_device_that_cannot_build_warns_and_strict_refuses(
+    run: Callable[..., Result],
+    controller: Controller,
+    peers: Callable[[str], MqttPeer],
+    prefix: str,
+    tmp_path: Path,
+) -> None:
+    topics = Topics(prefix)
+    agent = peers(controller.broker_url)
+    state = reported("gw-trt", {"site": "t"})
+    facts = state.facts.model_copy(update={"tensorrt_version": "10.3.0.30"})
+    state = state.model_copy(update={"facts": facts})
+    agent.publish(topics.device("gw-trt", Channel.REPORTED), encode(state))
+    poll(lambda: "gw-trt" in run("devices", "ls").output, what="gw-trt listed")
+    path = tmp_path / "custom.onnx"
+    path.write_bytes(mobilenet_v2_like(size=64, classes=4, custom_after_block=1))
+    run("models", "push", str(path), "--name", "custom", "--version", "1")
+
+    strict = run("rollouts", "create", "--model", "custom:1", "--device", "gw-trt", "--strict")
+    line = one_line_error(strict)
+    assert "refused (strict): gw-trt: TensorRT 10.3.0.30 cannot run all of custom:1" in line
+
+    created = run("rollouts", "create", "--model", "custom:1", "--device", "gw-trt", "--json")
+    assert created.exit_code == 0, created.output
+    warnings = json.loads(created.output)["warnings"]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("gw-trt: TensorRT 10.3.0.30")

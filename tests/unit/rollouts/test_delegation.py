@@ -1,0 +1,42 @@
+"""Which target devices cannot build a model with their runtime (pure)."""
+
+import pytest
+
+from controller.rollouts.delegation import delegation_warning, trt_family
+from shared.delegate import DelegateConfig
+
+PARTIAL = {"verdict": {"kind": "partial", "line": "partial: 2 partitions, 2 crossings"}}
+FULL = {"verdict": {"kind": "full", "line": "full delegation: 1 partition"}}
+ANALYSIS = {"8.5": PARTIAL, "8.6": FULL, "10.1": PARTIAL}
+
+
+@pytest.mark.parametrize(
+    ("version", "family"),
+    [("10.3.0.30", "10.1"), ("8.6.2", "8.6"), ("8.5.2.2", "8.5"), ("7.1.3", None), (None, None)],
+)
+def test_tensorrt_versions_map_to_the_parser_table(version: str | None, family: str | None) -> None:
+    assert trt_family(version) == family
+
+
+def test_a_tensorrt_device_that_cannot_run_every_op_is_warned_about() -> None:
+    warning = delegation_warning(
+        "gw-1", {"tensorrt_version": "10.3.0.30"}, DelegateConfig(), ANALYSIS, "det:2"
+    )
+    assert warning is not None
+    assert warning.startswith("gw-1: TensorRT 10.3.0.30 cannot run all of det:2 (partial: 2")
+    assert "no CPU fallback" in warning
+
+
+@pytest.mark.parametrize(
+    ("facts", "config"),
+    [
+        ({"tensorrt_version": "8.6.2"}, DelegateConfig()),  # 8.6 parser takes it all
+        ({"tensorrt_version": "10.3.0.30"}, DelegateConfig(runtime="onnxruntime")),  # EP fallback
+        ({"tensorrt_version": None}, DelegateConfig()),  # no TensorRT: ONNX Runtime on the CPU
+        (None, DelegateConfig(runtime="tensorrt")),  # facts unknown: nothing to say
+    ],
+)
+def test_no_warning_where_the_device_can_build_or_falls_back(
+    facts: dict[str, str | None] | None, config: DelegateConfig
+) -> None:
+    assert delegation_warning("gw-1", facts, config, ANALYSIS, "det:2") is None
