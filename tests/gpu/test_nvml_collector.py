@@ -10,7 +10,6 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,25 +18,6 @@ import pytest
 from agent.collectors.nvml_collector import NvmlCollector
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def nvml() -> Iterator[Any]:
-    """The real ``pynvml`` with NVML initialised, or a skip naming why it is not usable here."""
-    try:
-        import pynvml
-    except ImportError as exc:
-        pytest.skip(f"nvidia-ml-py not importable: {exc}")
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        pytest.skip(f"nvmlInit failed: {exc}")
-    try:
-        if pynvml.nvmlDeviceGetCount() < 1:
-            pytest.skip("NVML sees no GPU")
-        yield pynvml
-    finally:
-        pynvml.nvmlShutdown()
 
 
 def test_every_gpu_is_reported_with_nvmls_identity_and_memory(nvml: Any) -> None:

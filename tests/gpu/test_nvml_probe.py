@@ -16,25 +16,6 @@ from agent.hardware.probe import choose_runtime, probe_hardware
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def nvml() -> Any:
-    """The real ``pynvml`` with NVML initialised, or a skip naming why it is not usable here."""
-    try:
-        import pynvml
-    except ImportError as exc:
-        pytest.skip(f"nvidia-ml-py not importable: {exc}")
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as exc:
-        pytest.skip(f"nvmlInit failed: {exc}")
-    try:
-        if pynvml.nvmlDeviceGetCount() < 1:
-            pytest.skip("NVML sees no GPU")
-        yield pynvml
-    finally:
-        pynvml.nvmlShutdown()
-
-
 def test_nvml_probe_reports_gpu_zero(nvml: Any) -> None:
     handle = nvml.nvmlDeviceGetHandleByIndex(0)
     probe = probe_nvml()
