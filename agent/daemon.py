@@ -177,6 +177,8 @@ class AgentDaemon:
             Topics(settings.topic_prefix),
             on_desired=self._inbox.put,
             on_connected=self._on_connected,
+            auth=settings.mqtt_auth,
+            tls=settings.broker_tls,
         )
 
     @property

@@ -31,6 +31,7 @@ from agent.spool import SpoolEntry
 from shared.codec import MessageError, decode, encode
 from shared.messages import DesiredState, ReportedState, Status
 from shared.topics import Channel, Topics
+from shared.transport import MqttAuth
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,8 @@ class MqttLink:
         topics: Topics,
         on_desired: Callable[[DesiredState], None],
         on_connected: Callable[[], None] | None = None,
+        auth: MqttAuth | None = None,
+        tls: bool = False,
     ) -> None:
         self._host = host
         self._port = port
@@ -119,6 +122,7 @@ class MqttLink:
             qos=1,
             retain=True,
         )
+        _apply_auth(self._client, auth or MqttAuth(), tls=tls)
         self._client.reconnect_delay_set(RECONNECT_MIN_S, RECONNECT_MAX_S)
         self._client.on_connect = self._handle_connect
         self._client.on_disconnect = self._handle_disconnect
@@ -292,3 +296,18 @@ class MqttLink:
             self._on_desired(desired)
         except Exception:
             log.exception("desired-state handler failed")
+
+
+def _apply_auth(client: mqtt.Client, auth: MqttAuth, *, tls: bool) -> None:
+    """Set ``auth``'s user name/password and, for ``mqtts://``, TLS on the paho client."""
+    if auth.username is not None:
+        client.username_pw_set(auth.username, auth.password)
+    if tls:
+        try:
+            client.tls_set(
+                ca_certs=str(auth.ca_file) if auth.ca_file else None,
+                certfile=str(auth.cert_file) if auth.cert_file else None,
+                keyfile=str(auth.key_file) if auth.key_file else None,
+            )
+        except (OSError, ValueError) as exc:
+            raise StartupError(f"cannot set up TLS to the broker: {exc}") from exc

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -24,6 +24,7 @@ from pydantic_settings import SettingsError as PydanticSettingsError
 from agent.errors import SettingsError
 from agent.sim_profiles import PROFILES
 from shared.topics import DEFAULT_PREFIX, DEVICE_ID_PATTERN, TopicError, Topics
+from shared.transport import MqttAuth, parse_broker_url
 
 ENV_PREFIX = "JETFLEET_"
 
@@ -55,7 +56,36 @@ class AgentSettings(BaseSettings):
         description='Labels the controller selects on; env: a JSON object {"site": "lab"}.',
     )
     broker_url: str = Field(
-        default="mqtt://127.0.0.1:1883", description="MQTT broker as mqtt://host:port."
+        default="mqtt://127.0.0.1:1883",
+        description="MQTT broker as mqtt://host:port, or mqtts://host:port for TLS (port 8883).",
+    )
+    broker_username: str | None = Field(
+        default=None,
+        description="Broker user name; enrolment (`jetfleet-agent enroll`) sets it.",
+    )
+    broker_password: SecretStr | None = Field(
+        default=None, description="Broker password; enrolment sets it."
+    )
+    broker_ca_file: Path | None = Field(
+        default=None,
+        description="CA bundle that signed the broker's certificate (mqtts://); default: the "
+        "system's CA store.",
+    )
+    broker_cert_file: Path | None = Field(
+        default=None, description="Client certificate for the broker (mqtts://, optional)."
+    )
+    broker_key_file: Path | None = Field(
+        default=None, description="Private key of broker_cert_file."
+    )
+    api_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token for the controller's HTTP API (engines, leases, artifacts); "
+        "enrolment sets it.",
+    )
+    controller_ca_file: Path | None = Field(
+        default=None,
+        description="CA bundle that signed the controller's certificate (https://); default: "
+        "the system's CA store.",
     )
     controller_url: str | None = Field(
         default=None,
@@ -191,21 +221,35 @@ class AgentSettings(BaseSettings):
         return broker_address(self.broker_url)
 
     @property
+    def mqtt_auth(self) -> MqttAuth:
+        """Broker credentials and TLS files; TLS is on when the URL is ``mqtts://``."""
+        password = self.broker_password.get_secret_value() if self.broker_password else None
+        try:
+            return MqttAuth(
+                username=self.broker_username,
+                password=password,
+                ca_file=self.broker_ca_file,
+                cert_file=self.broker_cert_file,
+                key_file=self.broker_key_file,
+            )
+        except ValueError as exc:
+            raise SettingsError("broker_cert_file/broker_key_file", str(exc)) from exc
+
+    @property
+    def broker_tls(self) -> bool:
+        """True for an ``mqtts://`` broker URL."""
+        return parse_broker_url(self.broker_url).tls
+
+    @property
     def serve(self) -> tuple[str, int]:
         """(host, port) the serving endpoint binds."""
         return split_host_port(self.serve_address)
 
 
 def broker_address(url: str) -> tuple[str, int]:
-    """``mqtt://host:port`` → (host, port); the port defaults to 1883."""
-    parts = urlsplit(url)
-    if parts.scheme != "mqtt" or not parts.hostname:
-        raise ValueError(f"expected mqtt://host:port, got {url!r}")
-    try:
-        port = parts.port or 1883
-    except ValueError as exc:
-        raise ValueError(f"bad port in {url!r}") from exc
-    return parts.hostname, port
+    """``mqtt://host:port`` or ``mqtts://host:port`` → (host, port); default ports 1883 / 8883."""
+    address = parse_broker_url(url)
+    return address.host, address.port
 
 
 def _key_name(loc: tuple[Any, ...], from_file: set[str]) -> str:

@@ -21,6 +21,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 from controller.errors import BusError
 from controller.settings import parse_broker_url
 from shared.topics import AGENT_PUBLISHES, Topics
+from shared.transport import MqttAuth
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class MqttBus:
         on_message: Callable[[str, bytes], None],
         on_connected: Callable[[], None] | None = None,
         publish_timeout_s: float = 10.0,
+        auth: MqttAuth | None = None,
     ) -> None:
         self.broker_url = broker_url
         self._host, self._port = parse_broker_url(broker_url)
@@ -49,6 +51,7 @@ class MqttBus:
             protocol=mqtt.MQTTv311,
             clean_session=True,
         )
+        apply_auth(self._client, auth or MqttAuth(), tls=broker_url.startswith("mqtts://"))
         self._client.reconnect_delay_set(min_delay=1, max_delay=30)
         self._client.on_connect = self._handle_connect
         self._client.on_disconnect = self._handle_disconnect
@@ -143,3 +146,15 @@ class MqttBus:
             self._on_message(msg.topic, bytes(msg.payload))
         except Exception:
             logger.exception("handling %s failed; the message was dropped", msg.topic)
+
+
+def apply_auth(client: mqtt.Client, auth: MqttAuth, *, tls: bool) -> None:
+    """Set ``auth``'s user name/password and, for ``mqtts://``, TLS on a paho client."""
+    if auth.username is not None:
+        client.username_pw_set(auth.username, auth.password)
+    if tls:
+        client.tls_set(
+            ca_certs=str(auth.ca_file) if auth.ca_file else None,
+            certfile=str(auth.cert_file) if auth.cert_file else None,
+            keyfile=str(auth.key_file) if auth.key_file else None,
+        )

@@ -104,7 +104,9 @@ class Controller:
         inbox = Inbox(ingest.handle, lanes=(Channel.TELEMETRY.value,))
         inbox.start()
         self._stoppers.append(inbox.stop)
-        bus = MqttBus(broker_url, topics, inbox.put, on_connected=self._republish_soon)
+        bus = MqttBus(
+            broker_url, topics, inbox.put, on_connected=self._republish_soon, auth=s.broker_auth
+        )
         fleet = Fleet(repo, catalog, configs, bus, topics, public_url)
         rollout_store = RolloutStore(engine)
         rollout_loop = RolloutLoop(rollout_store, repo, fleet)

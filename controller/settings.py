@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from controller.errors import InvalidInput
+from shared import transport
 from shared.topics import DEFAULT_PREFIX
+from shared.transport import MqttAuth
 
 DATA_DIR_ENV = "JETFLEET_DATA_DIR"
 DEFAULT_DATA_DIR = ".jetfleet"
@@ -36,6 +37,13 @@ class Settings:
     topic_prefix: str = DEFAULT_PREFIX
     auto_migrate: bool = False
     """Upgrade the database schema at start instead of refusing to run on an old one."""
+    broker_auth: MqttAuth = field(default_factory=MqttAuth)
+    """The controller's own broker credential and TLS files (``mqtts://``)."""
+    auth_required: bool = True
+    """Every API request needs a bearer token (issue 7); False only for throwaway set-ups."""
+    tls_cert_file: Path | None = None
+    """Serve HTTPS with this certificate (PEM) and ``tls_key_file``; None serves plain HTTP."""
+    tls_key_file: Path | None = None
 
     def resolved_public_url(self, http_port: int | None = None) -> str:
         """The artifact base URL, using the real HTTP port when the configured one was 0."""
@@ -68,12 +76,9 @@ def parse_host_port(text: str, option: str) -> tuple[str, int]:
 
 
 def parse_broker_url(url: str) -> tuple[str, int]:
-    """Host and port of an ``mqtt://host[:port]`` URL (port 1883 when absent)."""
-    parts = urlsplit(url)
+    """Host and port of an ``mqtt://`` or ``mqtts://`` URL (ports 1883 / 8883 when absent)."""
     try:
-        port = parts.port
+        address = transport.parse_broker_url(url)
     except ValueError as exc:
         raise InvalidInput(f"invalid broker URL {url!r}: {exc}") from exc
-    if parts.scheme != "mqtt" or not parts.hostname:
-        raise InvalidInput(f"invalid broker URL {url!r}: use mqtt://host:port")
-    return parts.hostname, port or 1883
+    return address.host, address.port

@@ -118,6 +118,8 @@ class ModelVersion(Base):
     has_qdq: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     analysis: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     """Static delegate analysis per TensorRT version (controller.analysis.AnalysisReport JSON)."""
+    signed_manifest: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    """The version's manifest signed with the fleet key (issue 7), sent to agents in the slot."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -210,6 +212,8 @@ class EngineRecord(Base):
     size: Mapped[int] = mapped_column(BigInteger)
     built_by: Mapped[str] = mapped_column(String(64))
     manifest: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    signed_manifest: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    """The engine's manifest signed with the fleet key when the controller accepted it."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
