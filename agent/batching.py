@@ -28,13 +28,15 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (issue 6)
+    import numpy as np
 
 from agent.errors import InferenceError
 from agent.runtime import LoadedModel, TensorSpec
 
-Feeds = Mapping[str, np.ndarray]
+Feeds = Mapping[str, "np.ndarray"]
 Signature = tuple[tuple[str, str, tuple[int, ...]], ...]
 SIZE_BOUNDS: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -121,6 +123,8 @@ def signature_of(feeds: Feeds) -> tuple[int, Signature] | None:
 
 def merge(requests: Sequence[Feeds]) -> dict[str, np.ndarray]:
     """One feed per input: the requests' tensors concatenated along axis 0, in order."""
+    import numpy as np
+
     if len(requests) == 1:
         return dict(requests[0])
     return {name: np.concatenate([r[name] for r in requests], axis=0) for name in requests[0]}
@@ -128,6 +132,8 @@ def merge(requests: Sequence[Feeds]) -> dict[str, np.ndarray]:
 
 def split(results: Mapping[str, np.ndarray], rows: Sequence[int]) -> list[dict[str, np.ndarray]]:
     """Each request's slice of the batch outputs; InferenceError when an output lost the batch."""
+    import numpy as np
+
     total = sum(rows)
     for name, array in results.items():
         if array.ndim == 0 or array.shape[0] != total:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (issue 6)
+    import numpy as np
 
 from agent.errors import InvalidInputError
 from agent.runtime import KSERVE_TO_NUMPY, NUMPY_TO_KSERVE, TensorSpec
@@ -70,6 +71,8 @@ def _fits(shape: tuple[int, ...], spec: tuple[int, ...]) -> bool:
 def _decode_tensor(
     raw: Any, specs: Mapping[str, TensorSpec], binary: bytes | None = None
 ) -> tuple[str, np.ndarray]:
+    import numpy as np
+
     if not isinstance(raw, dict):
         raise InvalidInputError("each entry of 'inputs' must be an object")
     needed = (
@@ -146,6 +149,7 @@ def decode_request(
     body: Any, inputs: Sequence[TensorSpec], binary: bytes = b""
 ) -> dict[str, np.ndarray]:
     """The feeds of a KServe v2 infer request body (and its binary tail), checked."""
+
     if not isinstance(body, dict) or not isinstance(body.get("inputs"), list):
         raise InvalidInputError("request body must be an object with an 'inputs' list")
     specs = {spec.name: spec for spec in inputs}
@@ -201,7 +205,7 @@ def encode_outputs(results: Mapping[str, np.ndarray], names: Sequence[str]) -> l
             {
                 "name": name,
                 "shape": list(array.shape),
-                "datatype": NUMPY_TO_KSERVE.get(array.dtype, str(array.dtype)),
+                "datatype": NUMPY_TO_KSERVE.get(array.dtype.name, str(array.dtype)),
                 "data": array.reshape(-1).tolist(),
             }
         )
@@ -233,6 +237,8 @@ def encode_response(
     binary: set[str],
 ) -> tuple[bytes, int | None]:
     """The response body and, when any output is binary, the JSON header's length."""
+    import numpy as np
+
     outputs = []
     tail: list[bytes] = []
     for name in names:
@@ -240,7 +246,7 @@ def encode_response(
         entry: dict[str, Any] = {
             "name": name,
             "shape": list(array.shape),
-            "datatype": NUMPY_TO_KSERVE.get(array.dtype, str(array.dtype)),
+            "datatype": NUMPY_TO_KSERVE.get(array.dtype.name, str(array.dtype)),
         }
         if name in binary:
             raw = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()

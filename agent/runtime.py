@@ -8,30 +8,29 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (idle RSS, issue 6)
+    import numpy as np
 
-KSERVE_TO_NUMPY: dict[str, npt.DTypeLike] = {
-    "BOOL": np.bool_,
-    "UINT8": np.uint8,
-    "UINT16": np.uint16,
-    "UINT32": np.uint32,
-    "UINT64": np.uint64,
-    "INT8": np.int8,
-    "INT16": np.int16,
-    "INT32": np.int32,
-    "INT64": np.int64,
-    "FP16": np.float16,
-    "FP32": np.float32,
-    "FP64": np.float64,
+KSERVE_TO_NUMPY: dict[str, str] = {
+    "BOOL": "bool",
+    "UINT8": "uint8",
+    "UINT16": "uint16",
+    "UINT32": "uint32",
+    "UINT64": "uint64",
+    "INT8": "int8",
+    "INT16": "int16",
+    "INT32": "int32",
+    "INT64": "int64",
+    "FP16": "float16",
+    "FP32": "float32",
+    "FP64": "float64",
 }
-"""KServe v2 tensor datatype → numpy dtype (BYTES is not served yet)."""
+"""KServe v2 tensor datatype → numpy dtype name (BYTES is not served yet)."""
 
-NUMPY_TO_KSERVE: dict[np.dtype[np.generic], str] = {
-    np.dtype(dtype): name for name, dtype in KSERVE_TO_NUMPY.items()
-}
+NUMPY_TO_KSERVE: dict[str, str] = {dtype: name for name, dtype in KSERVE_TO_NUMPY.items()}
+"""numpy dtype name (``array.dtype.name``) → KServe v2 tensor datatype."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +66,8 @@ class ModelLoader(Protocol):
 
 def zeros_for(spec: TensorSpec) -> np.ndarray:
     """A zero tensor that fits ``spec`` (dynamic dimensions become 1), for warm-up."""
+    import numpy as np
+
     shape = tuple(d if d >= 0 else 1 for d in spec.shape)
     return np.zeros(shape, dtype=KSERVE_TO_NUMPY[spec.datatype])
 

@@ -127,7 +127,7 @@ class TrtModel:
         for i in range(engine.num_io_tensors):
             name = engine.get_tensor_name(i)
             dtype = np.dtype(trt.nptype(engine.get_tensor_dtype(name)))
-            datatype = NUMPY_TO_KSERVE.get(dtype)
+            datatype = NUMPY_TO_KSERVE.get(np.dtype(dtype).name)
             if datatype is None:
                 raise ModelLoadError(f"tensor {name!r} has type {dtype}, which is not served")
             self._dtypes[name] = dtype

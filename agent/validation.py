@@ -19,8 +19,10 @@ from __future__ import annotations
 import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (issue 6)
+    import numpy as np
 
 from agent.runtime import KSERVE_TO_NUMPY, LoadedModel, TensorSpec
 
@@ -73,6 +75,8 @@ class ReferenceError(ValueError):
 
 def parse_reference(data: bytes) -> Reference:
     """An NPZ of ``input:<name>`` / ``output:<name>`` arrays → Reference; ReferenceError if not."""
+    import numpy as np
+
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files}
@@ -90,6 +94,8 @@ def parse_reference(data: bytes) -> Reference:
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     """Cosine similarity of two arrays taken as flat vectors (1.0 for two zero vectors)."""
+    import numpy as np
+
     x, y = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
     nx, ny = float(np.linalg.norm(x)), float(np.linalg.norm(y))
     if nx == 0.0 and ny == 0.0:
@@ -101,6 +107,8 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 def top1_agreement(got: np.ndarray, want: np.ndarray) -> float:
     """Share of rows (last axis = classes) whose arg-max agrees."""
+    import numpy as np
+
     g = got.reshape(-1, got.shape[-1]) if got.ndim else got.reshape(1, 1)
     w = want.reshape(-1, want.shape[-1]) if want.ndim else want.reshape(1, 1)
     return float(np.mean(np.argmax(g, axis=-1) == np.argmax(w, axis=-1)))
@@ -108,6 +116,8 @@ def top1_agreement(got: np.ndarray, want: np.ndarray) -> float:
 
 def compare(got: np.ndarray, want: np.ndarray, precision: str, name: str) -> list[str]:
     """Problems of one output against its reference at ``precision`` (empty when it passes)."""
+    import numpy as np
+
     if not np.all(np.isfinite(got)):
         return [f"output {name!r} has NaN or Inf"]
     if got.shape != want.shape:
@@ -139,6 +149,8 @@ def compare(got: np.ndarray, want: np.ndarray, precision: str, name: str) -> lis
 
 
 def _random_for(spec: TensorSpec, seed: int) -> np.ndarray:
+    import numpy as np
+
     shape = tuple(d if d >= 0 else 1 for d in spec.shape)
     dtype = np.dtype(KSERVE_TO_NUMPY[spec.datatype])
     rng = np.random.default_rng(seed)
@@ -150,6 +162,8 @@ def _random_for(spec: TensorSpec, seed: int) -> np.ndarray:
 
 
 def _finite(results: Mapping[str, np.ndarray], what: str) -> list[str]:
+    import numpy as np
+
     return [
         f"output {n!r} has NaN or Inf on {what}"
         for n, a in results.items()
@@ -164,6 +178,8 @@ def validate(
     warmups: int = 2,
 ) -> ValidationReport:
     """Warm ``model`` up, then check it; InferenceError from the runtime propagates."""
+    import numpy as np
+
     report = ValidationReport()
     zeros = {
         s.name: np.zeros(tuple(d if d >= 0 else 1 for d in s.shape), KSERVE_TO_NUMPY[s.datatype])
