@@ -59,7 +59,7 @@ class Configs:
     @staticmethod
     def check_name(name: str) -> None:
         """Refuse a config name that is not like a model name."""
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise InvalidInput(
                 f"invalid config name {name!r}: use 1-64 of a-z 0-9 . _ - starting with a-z or 0-9"
             )

@@ -35,7 +35,7 @@ class TopicError(ValueError):
 
 def check_device_id(device_id: str) -> str:
     """Return ``device_id`` when it is safe as one topic level and one path segment."""
-    if not _DEVICE_ID.match(device_id):
+    if not _DEVICE_ID.fullmatch(device_id):
         raise TopicError(
             f"invalid device id {device_id!r}: use 1-64 characters of A-Z a-z 0-9 . _ - "
             "starting with a letter or digit"
@@ -76,6 +76,6 @@ class Topics:
             channel = Channel(channel_name)
         except ValueError:
             return None
-        if not _DEVICE_ID.match(device_id):
+        if not _DEVICE_ID.fullmatch(device_id):
             return None
         return device_id, channel

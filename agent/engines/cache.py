@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agent.durable_files import fsync_dir, sha256_file, write_atomically
 from shared.engine_keys import ValidityKey
 from shared.engines import EngineManifest
+from shared.names import check_engine_key, check_file_name, is_sha256
 
 log = logging.getLogger(__name__)
 
@@ -79,14 +80,15 @@ class EngineCache:
     # --- paths --------------------------------------------------------------------------------
 
     def engine_path(self, key: str) -> Path:
-        return self.root / f"{key}{ENGINE_SUFFIX}"
+        """InvalidName (a ValueError) unless ``key`` is an engine key: never a path elsewhere."""
+        return self.root / f"{check_engine_key(key)}{ENGINE_SUFFIX}"
 
     def record_path(self, key: str) -> Path:
-        return self.root / f"{key}{RECORD_SUFFIX}"
+        return self.root / f"{check_engine_key(key)}{RECORD_SUFFIX}"
 
     def scratch(self, name: str) -> Path:
         """A path on the cache's file system for a file that :meth:`put` will move into place."""
-        return self.root / "tmp" / name
+        return self.root / "tmp" / check_file_name(name)
 
     def timing_cache_path(self, validity: ValidityKey) -> Path:
         """Where the TensorRT timing cache of ``validity`` is kept (device-specific)."""
@@ -120,11 +122,8 @@ class EngineCache:
 
     def keys(self) -> list[str]:
         """Keys of every engine with both a file and a readable record."""
-        return sorted(
-            p.name.removesuffix(ENGINE_SUFFIX)
-            for p in self.root.glob(f"*{ENGINE_SUFFIX}")
-            if self.record_path(p.name.removesuffix(ENGINE_SUFFIX)).is_file()
-        )
+        names = (p.name.removesuffix(ENGINE_SUFFIX) for p in self.root.glob(f"*{ENGINE_SUFFIX}"))
+        return sorted(key for key in names if is_sha256(key) and self.record_path(key).is_file())
 
     def remove(self, key: str) -> None:
         with self._lock:

@@ -6,7 +6,9 @@ import hashlib
 from datetime import datetime, timezone
 from pathlib import Path
 
-from agent.engines.cache import EngineCache
+import pytest
+
+from agent.engines.cache import ENGINE_SUFFIX, EngineCache
 from shared.delegate import DelegateConfig
 from shared.engine_keys import ContentKey, TuningTag, ValidityKey
 from shared.engines import EngineManifest
@@ -84,3 +86,22 @@ def test_least_recently_used_goes_first(tmp_path: Path) -> None:
     assert cache.get("a" * 64) is not None
     put(cache, "c", b"z" * 10)
     assert cache.keys() == ["a" * 64, "c" * 64]
+
+
+@pytest.mark.parametrize(
+    "key", ["../" + "a" * 61, "/etc/passwd", "a" * 63 + "\n", "A" * 64, "a" * 63 + "\x00"]
+)
+def test_a_hostile_engine_key_never_becomes_a_path(tmp_path: Path, key: str) -> None:
+    cache = EngineCache(tmp_path / "engines", max_bytes=1 << 20)
+    with pytest.raises(ValueError, match="engine key"):
+        cache.engine_path(key)
+    with pytest.raises(ValueError, match="engine key"):
+        cache.record_path(key)
+    assert not [p for p in (tmp_path / "engines").rglob("*") if p.is_file()]
+
+
+def test_stray_files_in_the_cache_directory_are_not_listed_as_engines(tmp_path: Path) -> None:
+    cache = EngineCache(tmp_path / "engines", max_bytes=1 << 20)
+    cache.root.mkdir(parents=True, exist_ok=True)
+    (cache.root / f"notes{ENGINE_SUFFIX}").write_bytes(b"x")
+    assert cache.keys() == []
