@@ -10,6 +10,7 @@ import click
 
 from agent.daemon import run_agent
 from agent.doctor import doctor
+from agent.enrolment import enroll
 from agent.errors import AgentError, SettingsError
 from agent.facts import probe
 from agent.logging_setup import configure_logging
@@ -24,9 +25,9 @@ CONFIG_OPTION = click.option(
 )
 
 
-def _settings(config: Path | None) -> AgentSettings:
+def _settings(config: Path | None, *, with_identity: bool = True) -> AgentSettings:
     try:
-        return load_settings(config)
+        return load_settings(config, with_identity=with_identity)
     except SettingsError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -83,6 +84,38 @@ def probe_command(config: Path | None, as_json: bool) -> None:
     for name, source in sorted(facts.sources.items()):
         state = "ok" if source.available else f"absent: {source.reason}"
         click.echo(f"  {name:18} {state}")
+
+
+@cli.command("enroll")
+@click.option(
+    "--controller", "controller_url", required=True, metavar="URL", help="Controller base URL."
+)
+@click.option(
+    "--token",
+    required=True,
+    envvar="JETFLEET_ENROLL_TOKEN",
+    help="One-time enrolment token from `jetfleet devices enroll-token` "
+    "(env JETFLEET_ENROLL_TOKEN).",
+)
+@click.option("--device-id", help="This gateway's id [default: device_id setting, or the token's].")
+@CONFIG_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print the stored identity without secrets.")
+def enroll_command(
+    controller_url: str, token: str, device_id: str | None, config: Path | None, as_json: bool
+) -> None:
+    """Exchange a one-time token for this device's identity (saved 0600 in the state dir)."""
+    settings = _settings(config, with_identity=False)
+    try:
+        summary = enroll(settings, controller_url, token, device_id)
+    except AgentError as exc:
+        _fail(exc)
+        return
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo(f"enrolled as {summary['device_id']}: identity saved to {summary['path']} (0600)")
+    click.echo(f"broker {summary['broker_url']} as {summary['broker_username'] or '(anonymous)'}")
+    click.echo("restart the agent to use it: systemctl restart jetfleet-agent")
 
 
 cli.add_command(doctor)

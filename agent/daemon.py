@@ -32,7 +32,7 @@ from agent.admission import need_of
 from agent.batching import Batcher
 from agent.collectors.health import default_sampler
 from agent.collectors.inference import HistogramMetrics, InferenceCollector
-from agent.downloader import Downloader, model_path
+from agent.downloader import Downloader, controller_tls, model_path
 from agent.engines.cache import EngineCache
 from agent.engines.identity import IdentityError, identify, tuning_matches, tuning_tag
 from agent.engines.resolver import EngineResolver, Resolved
@@ -41,6 +41,7 @@ from agent.errors import AgentError, ModelLoadError, PermanentError
 from agent.facts import probe
 from agent.headroom import HeadroomProbe, Kind
 from agent.hotswap import Candidate, HotSwapper
+from agent.jobs import JobHost, JobRunner
 from agent.lifecycle import ServiceNotifications, phase_text
 from agent.mqtt_link import MqttLink
 from agent.outbox import Outbox
@@ -54,8 +55,11 @@ from agent.slots import SlotRecord, utcnow
 from agent.state_store import downloaded, ensure_layout, load_desired, save_desired
 from agent.swap_journal import Pointer, SwapJournal
 from agent.telemetry_loop import TelemetryLoop
+from agent.trust_store import TrustStore
 from agent.tuning import PowerTuning
 from agent.validation import Reference, ReferenceError, parse_reference
+from agent.verifier import ArtifactRefused, ArtifactVerifier
+from shared.delegate import DelegateConfig
 from shared.messages import (
     DesiredState,
     DeviceFacts,
@@ -152,12 +156,36 @@ class AgentDaemon:
             batcher=self.batcher,
         )
         self._server = ServingServer(app, host, port)
-        self._downloader = Downloader(self._state_dir, base_url=settings.controller_url)
-        self._store = StoreClient(settings.controller_url) if settings.controller_url else None
+        token = settings.api_token.get_secret_value() if settings.api_token else None
+        verify = controller_tls(settings.controller_ca_file)
+        self._downloader = Downloader(
+            self._state_dir, base_url=settings.controller_url, token=token, verify=verify
+        )
+        self._store = (
+            StoreClient(settings.controller_url, token=token, verify=verify)
+            if settings.controller_url
+            else None
+        )
+        self.jobs = JobRunner(
+            JobHost(
+                runtime,
+                self._state_dir,
+                records=lambda: self._records,
+                desired=lambda: self._desired,
+                facts=lambda: self._tuning.facts,
+                swapper=self.swapper,
+                fetch=self._downloader.fetch,
+                build_timeout_s=settings.build_timeout_s,
+            ),
+            self._event,
+        )
         self.engines = EngineCache(
             self._state_dir / "engines",
             settings.engine_cache_mib * 1024 * 1024,
             on_corrupt=lambda key, reason: self._event("error", None, reason, engine_key=key),
+        )
+        self.verifier = ArtifactVerifier(
+            TrustStore.open(self._state_dir), self._device_id, emit=self._event
         )
         self._resolver = EngineResolver(
             self.engines,
@@ -168,6 +196,7 @@ class AgentDaemon:
             emit=self._event,
             dla_cores=facts.jetson.dla_cores if facts.jetson else None,
             cancelled=self._supervising,
+            verify=self.verifier.check_engine,
         )
         broker_host, broker_port = settings.broker
         self._link = MqttLink(
@@ -201,6 +230,7 @@ class AgentDaemon:
                 self._settings.spool_max_age_s,
                 self._link.publish_spooled,
             )
+            self.jobs.start()
             self._restore()
             self._server.start()
             self.service.serving()
@@ -227,6 +257,7 @@ class AgentDaemon:
         finally:
             if telemetry is not None:
                 telemetry.stop()
+            self.jobs.stop()
             if self._outbox is not None:
                 self._outbox.close()
             self.service.stop()
@@ -285,6 +316,8 @@ class AgentDaemon:
             save_desired(self._state_dir, desired)
         self._desired = desired
         self._observed = desired.generation
+        self.verifier.follow_rotation(desired)
+        self.jobs.submit(desired.jobs)
         for slot in desired.slots:
             record = self._records.get(slot.name)
             if record is None:
@@ -339,7 +372,10 @@ class AgentDaemon:
                 self._load(step.slot)
         except AgentError as exc:
             failed.add(step.slot.name)
-            self._fail(step.slot, exc, "download_failed" if isinstance(step, Download) else "error")
+            kind: EventKind = "download_failed" if isinstance(step, Download) else "error"
+            if isinstance(exc, ArtifactRefused):
+                kind = "artifact_refused"
+            self._fail(step.slot, exc, kind)
 
     # --- steps --------------------------------------------------------------------------------
 
@@ -353,6 +389,8 @@ class AgentDaemon:
         self._update()
 
     def _download(self, slot: ModelSlot) -> None:
+        if self._desired is not None:
+            self.verifier.check_model(slot, self._desired)
         self._set_phase(slot, SlotPhase.DOWNLOADING)
         self._event("download_started", slot.name, f"downloading {slot.name} {slot.version}")
         path = self._downloader.fetch(slot.artifact, on_progress=self._supervising)
@@ -415,6 +453,9 @@ class AgentDaemon:
 
             streams, dla = slot.delegate.streams, slot.delegate.dla_core
             return lambda: load_trt(path, intra_op_threads=threads, streams=streams, dla_core=dla)
+        if self._runtime == "onnxruntime" and not self._custom_loader and in_process:
+            delegate = slot.delegate
+            return lambda: _load_ort(path, intra_op_threads=threads, delegate=delegate)
         loader = self._loader
         return lambda: loader(path, intra_op_threads=threads)
 
@@ -429,6 +470,9 @@ class AgentDaemon:
             raise ModelLoadError(f"reference outputs of {slot.version}: {exc}") from exc
 
     def _load(self, slot: ModelSlot, retune: bool = False) -> None:
+        desired = None if retune else self._desired
+        if desired is not None:
+            self.verifier.check_model(slot, desired)
         self.batcher.configure(
             slot.name, slot.serving.max_batch_size, slot.serving.max_queue_delay_ms
         )
@@ -452,6 +496,8 @@ class AgentDaemon:
         )
         old = self.registry.get(slot.name)
         swapped = self.swapper.swap(candidate)
+        if desired is not None:
+            self.verifier.installed(slot, desired.generation)
         self._engine_keys = {**self._engine_keys, slot.name: engine.key}
         self._swaps += 1
         record = self._records[slot.name]
@@ -534,7 +580,8 @@ class AgentDaemon:
             record.retry = True
         log.warning("slot %s version %s failed: %s", slot.name, slot.version, exc)
         self._set_phase(slot, SlotPhase.FAILED)
-        self._event(kind, slot.name, str(exc), version=slot.version)
+        reason = {"reason": exc.reason} if isinstance(exc, ArtifactRefused) else {}
+        self._event(kind, slot.name, str(exc), version=slot.version, **reason)
 
     def _set_phase(self, slot: ModelSlot, phase: SlotPhase) -> None:
         record = self._records[slot.name]
@@ -600,11 +647,13 @@ def _loader_for(runtime: str, swap_mode: str = "in_process") -> ModelLoader:
     return _load_ort
 
 
-def _load_ort(path: Path, *, intra_op_threads: int = 1) -> LoadedModel:
+def _load_ort(
+    path: Path, *, intra_op_threads: int = 1, delegate: DelegateConfig | None = None
+) -> LoadedModel:
     """ONNX Runtime is imported on the first load: it costs ~20 MB RSS to an idle agent."""
     from agent.runtime_ort import load_ort
 
-    return load_ort(path, intra_op_threads=intra_op_threads)
+    return load_ort(path, intra_op_threads=intra_op_threads, delegate=delegate)
 
 
 def run_agent(settings: AgentSettings) -> None:

@@ -1,8 +1,10 @@
 """``jetfleet-agent doctor``: what stands between this gateway and serving, each with its fix.
 
 The checks are pure functions of what the probes found (:class:`Observations`), so every verdict
-is testable without the hardware; :func:`observe` runs the real probes (TCP to the broker, HTTP to
-the controller's ``/healthz``, the hardware probe, the credential directory, the disk).
+is testable without the hardware; :func:`observe` runs the real probes (TCP to the broker, then
+TLS and an MQTT CONNECT as this agent (:mod:`agent.broker_probe`), HTTP(S) to the controller's
+``/healthz`` verified against ``controller_ca_file``, the hardware probe, the credential
+directory, the disk).
 :func:`evaluate` turns the verdicts into the exit code: non-zero when one of them blocks serving.
 """
 
@@ -12,6 +14,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -23,6 +26,7 @@ from typing import Literal
 import click
 import httpx
 
+from agent.broker_probe import BrokerAnswer, probe_broker
 from agent.errors import SettingsError
 from agent.hardware.probe import HardwareFacts, probe_hardware
 from agent.settings import AgentSettings, load_settings
@@ -58,6 +62,8 @@ class HttpAnswer:
     status_code: int | None = None
     date: str | None = None
     error: str | None = None
+    tls_error: bool = False
+    """The error is about TLS: the CA file, or the certificate check of the controller."""
 
 
 @dataclass(frozen=True)
@@ -77,18 +83,48 @@ class Observations:
     free_bytes: int | None
     engine_cache_bytes: int
     free_error: str | None = None
+    broker: BrokerAnswer | None = None
+    """TLS and MQTT CONNECT as this agent, once TCP got through; None when not probed."""
+
+
+_BROKER_FIXES = {
+    "tls_files": "put the PEM file there or fix broker_ca_file / broker_cert_file / "
+    "broker_key_file in /etc/jetfleet/agent.toml",
+    "tls_verify": "set broker_ca_file in /etc/jetfleet/agent.toml to the CA that signed the "
+    "broker's certificate (and use a broker_url host the certificate names)",
+    "tls_handshake": "the broker may want a client certificate (broker_cert_file and "
+    "broker_key_file), or this port does not speak TLS: check broker_url",
+    "tls_session": "the broker wants a client certificate it trusts: set broker_cert_file and "
+    "broker_key_file (or check that broker_url names an MQTT listener)",
+    "refused": "check broker_username/broker_password (re-enrol the gateway to get new ones)",
+    "not_mqtt": "this port is not an MQTT listener of that kind: if the broker expects TLS "
+    "there, use mqtts:// in broker_url",
+    "unreachable": "start the broker or fix broker_url in /etc/jetfleet/agent.toml",
+}
 
 
 def check_broker(obs: Observations) -> CheckResult:
-    """The MQTT broker accepts a TCP connection: without it no desired state arrives."""
-    if obs.broker_error is None:
+    """The MQTT broker accepts this agent (TCP, TLS, credentials): else no desired state arrives."""
+    if obs.broker_error is not None:
+        return CheckResult(
+            "broker",
+            "fail",
+            f"{obs.broker_url} unreachable: {obs.broker_error}",
+            "start the broker or fix broker_url in /etc/jetfleet/agent.toml (and the firewall)",
+        )
+    answer = obs.broker
+    if answer is None:
         return CheckResult("broker", "ok", f"{obs.broker_url} reachable")
-    return CheckResult(
-        "broker",
-        "fail",
-        f"{obs.broker_url} unreachable: {obs.broker_error}",
-        "start the broker or fix broker_url in /etc/jetfleet/agent.toml (and the firewall)",
-    )
+    if answer.problem is not None:
+        kind = "TLS to " if answer.problem.startswith("tls_") else ""
+        return CheckResult(
+            "broker",
+            "fail",
+            f"{kind}{obs.broker_url} failed: {answer.detail}",
+            _BROKER_FIXES[answer.problem],
+        )
+    over = " over TLS" if answer.tls else ""
+    return CheckResult("broker", "ok", f"{obs.broker_url} accepts this agent{over}")
 
 
 def check_controller(obs: Observations) -> CheckResult:
@@ -101,6 +137,14 @@ def check_controller(obs: Observations) -> CheckResult:
             "set controller_url = http://HOST:8080 in /etc/jetfleet/agent.toml",
         )
     answer = obs.controller or HttpAnswer(error="not probed")
+    if answer.tls_error:
+        return CheckResult(
+            "controller",
+            "fail",
+            f"TLS to {obs.controller_url} failed: {answer.error}",
+            "set controller_ca_file in /etc/jetfleet/agent.toml to the CA that signed the "
+            "controller's certificate (and use a controller_url host the certificate names)",
+        )
     if answer.error is not None or answer.status_code is None:
         return CheckResult(
             "controller",
@@ -267,13 +311,34 @@ def tcp_error(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> str |
         return str(exc) or type(exc).__name__
 
 
-def http_health(base_url: str, timeout_s: float = PROBE_TIMEOUT_S) -> HttpAnswer:
-    """GET ``base_url/healthz``: the status and the server's ``Date`` header."""
+def http_health(
+    base_url: str, ca_file: Path | None = None, timeout_s: float = PROBE_TIMEOUT_S
+) -> HttpAnswer:
+    """GET ``base_url/healthz`` (https verified against ``ca_file`` or the system CAs)."""
+    verify: ssl.SSLContext | bool = True
+    if ca_file is not None:
+        try:
+            verify = ssl.create_default_context(cafile=str(ca_file))
+        except (OSError, ValueError) as exc:
+            reason = "not found" if isinstance(exc, FileNotFoundError) else str(exc)
+            return HttpAnswer(error=f"controller_ca_file {ca_file}: {reason}", tls_error=True)
     try:
-        response = httpx.get(f"{base_url}/healthz", timeout=timeout_s)
+        response = httpx.get(f"{base_url}/healthz", timeout=timeout_s, verify=verify)
     except httpx.HTTPError as exc:
-        return HttpAnswer(error=str(exc) or type(exc).__name__)
+        return HttpAnswer(error=str(exc) or type(exc).__name__, tls_error=_caused_by_tls(exc))
     return HttpAnswer(status_code=response.status_code, date=response.headers.get("date"))
+
+
+def _caused_by_tls(exc: BaseException) -> bool:
+    """True when a certificate check failed somewhere in ``exc``'s chain."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def list_credentials(env: dict[str, str]) -> tuple[list[str] | None, str | None]:
@@ -303,12 +368,26 @@ def observe(
 ) -> Observations:
     """Run the real probes for ``settings`` on this host."""
     host, port = settings.broker
-    controller = http_health(settings.controller_url) if settings.controller_url else None
+    controller = (
+        http_health(settings.controller_url, settings.controller_ca_file)
+        if settings.controller_url
+        else None
+    )
     credentials, cred_error = list_credentials(dict(os.environ))
     free, free_error = free_bytes(settings.state_dir)
+    broker_error = tcp_error(host, port)
+    broker = None
+    if broker_error is None:
+        try:
+            auth = settings.mqtt_auth
+        except SettingsError as exc:
+            broker = BrokerAnswer("tls_files", str(exc), tls=settings.broker_tls)
+        else:
+            broker = probe_broker(host, port, settings.broker_tls, auth)
     return Observations(
         broker_url=settings.broker_url,
-        broker_error=tcp_error(host, port),
+        broker_error=broker_error,
+        broker=broker,
         controller_url=settings.controller_url,
         controller=controller,
         local_time=datetime.now(timezone.utc),

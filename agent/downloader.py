@@ -4,12 +4,15 @@ Layout under the state directory: ``downloads/<sha>.part`` while bytes arrive (k
 restarts so the next attempt resumes with ``Range: bytes=<n>-``), ``models/<sha>.onnx`` once the
 size and sha256 match. Bytes that do not match are deleted: nothing half-written stays behind.
 This and agent.engines.store_client (the engine store) are the modules that import httpx.
+The agent's API token goes only to the controller's own origin (``controller_url``), never to
+another host an artifact URL might name.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import ssl
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
@@ -17,7 +20,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from agent.durable_files import fsync_dir, sha256_file
-from agent.errors import ArtifactUnavailable, DownloadError, IntegrityError
+from agent.errors import ArtifactUnavailable, DownloadError, IntegrityError, SettingsError
 from shared.messages import ArtifactRef
 
 log = logging.getLogger(__name__)
@@ -47,6 +50,28 @@ def resolve_url(url: str, base_url: str | None) -> str:
     return urljoin(base_url.rstrip("/") + "/", url.lstrip("/"))
 
 
+def controller_tls(ca_file: Path | None) -> ssl.SSLContext | bool:
+    """What the agent's HTTP clients verify the controller with: the CA bundle ``ca_file``
+    (a controller with a private CA), or the system's CA store when None."""
+    if ca_file is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=str(ca_file))
+    except (OSError, ssl.SSLError) as exc:
+        raise SettingsError("controller_ca_file", f"cannot load {ca_file}: {exc}") from exc
+
+
+def origin(url: str | None) -> tuple[str, str] | None:
+    """(scheme, host:port) of an absolute URL; None for None or a relative one."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    if not parts.scheme or not parts.netloc:
+        return None
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return parts.scheme.lower(), f"{(parts.hostname or '').lower()}:{port}"
+
+
 def is_present(state_dir: Path, ref: ArtifactRef) -> bool:
     """True when the verified model file exists (size checked; the hash was checked on arrival)."""
     path = model_path(state_dir, ref.sha256)
@@ -62,10 +87,17 @@ class Downloader:
         base_url: str | None = None,
         transport: httpx.BaseTransport | None = None,
         timeout_s: float = 30.0,
+        token: str | None = None,
+        verify: bool | ssl.SSLContext = True,
     ) -> None:
+        """``token``: the agent's API token, sent to ``base_url``'s origin only; ``verify``:
+        :func:`controller_tls` (True: the system's CA store)."""
         self._state_dir = state_dir
         self._base_url = base_url
-        self._client = httpx.Client(transport=transport, timeout=timeout_s, follow_redirects=True)
+        self._token = token
+        self._client = httpx.Client(
+            transport=transport, timeout=timeout_s, follow_redirects=True, verify=verify
+        )
 
     def close(self) -> None:
         """Release the connection pool."""
@@ -107,6 +139,9 @@ class Downloader:
     ) -> None:
         offset = part.stat().st_size if part.exists() else 0
         headers = {"Range": f"bytes={offset}-"} if offset else {}
+        authorized = self._token is not None and origin(url) == origin(self._base_url)
+        if authorized:
+            headers["Authorization"] = f"Bearer {self._token}"
         try:
             with self._client.stream("GET", url, headers=headers) as response:
                 if response.status_code == 416 and offset:
@@ -116,7 +151,10 @@ class Downloader:
                     error = ArtifactUnavailable if response.status_code < 500 else DownloadError
                     if response.status_code in (408, 429):
                         error = DownloadError
-                    raise error(f"GET {url} answered HTTP {response.status_code}")
+                    raise error(
+                        f"GET {url} answered HTTP {response.status_code}"
+                        + _auth_hint(response.status_code, authorized)
+                    )
                 mode = "ab" if offset and response.status_code == 206 else "wb"
                 written = offset if mode == "ab" else 0
                 with part.open(mode) as f:
@@ -145,3 +183,14 @@ class Downloader:
         if actual != ref.sha256:
             part.unlink()
             raise IntegrityError(f"sha256 mismatch: expected {ref.sha256}, got {actual}")
+
+
+def _auth_hint(status: int, sent_token: bool) -> str:
+    if status not in (401, 403):
+        return ""
+    if sent_token:
+        return ": the controller refused the agent's API token (enrol again or set api_token)"
+    return (
+        ": the agent sent no API token (set api_token; it is sent only to controller_url's "
+        "origin, which must be the one artifact URLs use)"
+    )

@@ -15,6 +15,8 @@ reconnect, so a retried entry waits for that earlier message rather than publish
 from __future__ import annotations
 
 import logging
+import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -28,6 +30,7 @@ from pydantic import BaseModel
 
 from agent.errors import StartupError
 from agent.spool import SpoolEntry
+from shared.broker_tls import AGENT_FIXES, ClosingSSLSocket, explain_connect_error
 from shared.codec import MessageError, decode, encode
 from shared.messages import DesiredState, ReportedState, Status
 from shared.topics import Channel, Topics
@@ -43,6 +46,8 @@ ACK_TIMEOUT_S = 5.0
 RESEND_AFTER_S = 120.0
 """A spooled message unacknowledged this long on a live session is published again (a duplicate
 at worst, which its idempotency key absorbs), in case the client dropped it."""
+MAX_DESIRED_BYTES = 1024 * 1024
+"""A desired document larger than this is ignored undecoded (a real one is a few KiB)."""
 
 
 class Acks:
@@ -106,8 +111,13 @@ class MqttLink:
         on_connected: Callable[[], None] | None = None,
         auth: MqttAuth | None = None,
         tls: bool = False,
+        max_desired_bytes: int = MAX_DESIRED_BYTES,
     ) -> None:
         self._host = host
+        self._max_desired = max_desired_bytes
+        self._connect_error: str | None = None
+        self._paho_error: str | None = None
+        self._session_up = False
         self._port = port
         self._device_id = device_id
         self._topics = topics
@@ -125,6 +135,8 @@ class MqttLink:
         _apply_auth(self._client, auth or MqttAuth(), tls=tls)
         self._client.reconnect_delay_set(RECONNECT_MIN_S, RECONNECT_MAX_S)
         self._client.on_connect = self._handle_connect
+        self._client.on_connect_fail = self._handle_connect_fail
+        self._client.on_log = self._handle_paho_log
         self._client.on_disconnect = self._handle_disconnect
         self._client.on_message = self._handle_message
         self._client.on_publish = self._handle_publish
@@ -245,12 +257,15 @@ class MqttLink:
         reason_code: Any,
         properties: Any,
     ) -> None:
+        self._paho_error = None
         if reason_code.is_failure:
             log.warning(
                 "broker %s:%s refused the connection: %s", self._host, self._port, reason_code
             )
             return
         log.info("connected to broker %s:%s", self._host, self._port)
+        self._connect_error = None
+        self._session_up = True
         if self._on_connected is not None:
             try:
                 self._on_connected()
@@ -260,6 +275,20 @@ class MqttLink:
         self._publish(Channel.STATUS, online, qos=1, retain=True)
         client.subscribe(self._topics.device(self._device_id, Channel.DESIRED), qos=1)
 
+    def _handle_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
+        """paho calls this inside its ``except OSError``: the exception is the current one."""
+        self._note_connect_error(explain_connect_error(sys.exc_info()[1], AGENT_FIXES))
+
+    def _handle_paho_log(self, client: mqtt.Client, userdata: Any, level: int, buf: str) -> None:
+        if level == mqtt.MQTT_LOG_ERR:
+            self._paho_error = buf
+
+    def _note_connect_error(self, error: str) -> None:
+        """Log why connecting failed, once per distinct reason while the failures last."""
+        if error != self._connect_error:
+            log.warning("cannot connect to broker %s:%s: %s", self._host, self._port, error)
+        self._connect_error = error
+
     def _handle_disconnect(
         self,
         client: mqtt.Client,
@@ -268,12 +297,26 @@ class MqttLink:
         reason_code: Any,
         properties: Any,
     ) -> None:
+        if not self._session_up:
+            if self._paho_error is not None:
+                self._note_connect_error(explain_connect_error(self._paho_error, AGENT_FIXES))
+                self._paho_error = None
+            return
+        self._session_up = False
         if reason_code.is_failure:
             log.warning("lost the broker (%s); reconnecting", reason_code)
 
     def _handle_message(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
         if not msg.payload:
             log.info("desired document on %s was cleared; keeping the current state", msg.topic)
+            return
+        if len(msg.payload) > self._max_desired:
+            log.error(
+                "ignored desired document on %s: %d bytes, over the %d-byte limit",
+                msg.topic,
+                len(msg.payload),
+                self._max_desired,
+            )
             return
         try:
             desired = decode(DesiredState, bytes(msg.payload))
@@ -304,10 +347,13 @@ def _apply_auth(client: mqtt.Client, auth: MqttAuth, *, tls: bool) -> None:
         client.username_pw_set(auth.username, auth.password)
     if tls:
         try:
-            client.tls_set(
-                ca_certs=str(auth.ca_file) if auth.ca_file else None,
-                certfile=str(auth.cert_file) if auth.cert_file else None,
-                keyfile=str(auth.key_file) if auth.key_file else None,
-            )
+            context = ssl.create_default_context(cafile=str(auth.ca_file) if auth.ca_file else None)
+            if auth.cert_file is not None and auth.key_file is not None:
+                context.load_cert_chain(auth.cert_file, auth.key_file)
+            context.sslsocket_class = ClosingSSLSocket
+            client.tls_set_context(context)
         except (OSError, ValueError) as exc:
-            raise StartupError(f"cannot set up TLS to the broker: {exc}") from exc
+            raise StartupError(
+                f"cannot set up TLS to the broker ({exc}): check broker_ca_file "
+                f"({auth.ca_file}), broker_cert_file and broker_key_file"
+            ) from exc

@@ -21,6 +21,7 @@ from pydantic_settings import (
 )
 from pydantic_settings import SettingsError as PydanticSettingsError
 
+from agent.enrolment import identity_path, identity_settings, read_identity
 from agent.errors import SettingsError
 from agent.sim_profiles import PROFILES
 from shared.topics import DEFAULT_PREFIX, DEVICE_ID_PATTERN, TopicError, Topics
@@ -265,8 +266,9 @@ def _key_name(loc: tuple[Any, ...], from_file: set[str]) -> str:
     return f"{field} ({env_name})"
 
 
-def load_settings(config: Path | None = None) -> AgentSettings:
-    """Read ``config`` (TOML, optional) and the environment; SettingsError names a bad key."""
+def load_settings(config: Path | None = None, *, with_identity: bool = True) -> AgentSettings:
+    """Read ``config`` (TOML, optional), the environment and, unless ``with_identity`` is
+    False, the enrolled identity in the state directory; SettingsError names a bad key."""
     file_values: dict[str, Any] = {}
     if config is not None:
         if not config.is_file():
@@ -276,7 +278,8 @@ def load_settings(config: Path | None = None) -> AgentSettings:
         except (OSError, ValueError) as exc:
             raise SettingsError("--config", f"cannot read {config}: {exc}") from exc
     try:
-        return AgentSettings(**file_values)
+        settings = AgentSettings(**file_values)
+        return _with_identity(settings, file_values) if with_identity else settings
     except ValidationError as exc:
         first = exc.errors()[0]
         raise SettingsError(_key_name(first["loc"], set(file_values)), first["msg"]) from exc
@@ -285,3 +288,27 @@ def load_settings(config: Path | None = None) -> AgentSettings:
         key = f"{ENV_PREFIX}{match[1].upper()}" if match else "<environment>"
         cause = exc.__cause__ or exc
         raise SettingsError(key, f"not valid JSON ({cause})") from exc
+
+
+def _with_identity(settings: AgentSettings, file_values: dict[str, Any]) -> AgentSettings:
+    """``settings`` with the enrolled identity (``<state_dir>/identity.json``) filling what
+    neither the config file nor the environment set (see agent/enrolment.py)."""
+    try:
+        identity = read_identity(settings.state_dir)
+    except ValueError as exc:
+        raise SettingsError("identity.json", str(exc)) from exc
+    if identity is None:
+        return settings
+    enrolled_as = identity["device_id"]
+    if settings.device_id is not None and settings.device_id != enrolled_as:
+        raise SettingsError(
+            _key_name(("device_id",), set(file_values)),
+            f"{settings.device_id!r}, but {identity_path(settings.state_dir)} is the identity of "
+            f"{enrolled_as!r}: enrol this device again or use another state_dir",
+        )
+    fill = {
+        key: value
+        for key, value in identity_settings(identity).items()
+        if key not in settings.model_fields_set
+    }
+    return AgentSettings(**{**fill, **file_values}) if fill else settings

@@ -40,7 +40,9 @@ def gateways(n: int) -> list[GatewaySpec]:
 
 def run(mode: str, n: int) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix=f"jetfleet-bench-{mode}-"))
-    fleet = DemoFleet(workdir, telemetry_interval_s=5.0)
+    # The baseline's agents know no controller URL (so no engine store), hence no origin to send
+    # a device token to: that controller runs without authentication.
+    fleet = DemoFleet(workdir, telemetry_interval_s=5.0, auth=(mode == "shared"))
     try:
         fleet.start_controller()
         with fleet.client() as client:

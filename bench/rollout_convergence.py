@@ -30,7 +30,7 @@ from controller.settings import Settings
 from shared.topics import Topics
 
 
-def agents(broker: str, prefix: str, ids: list[str], download: bool, stop: Any) -> None:
+def agents(broker: str, prefix: str, ids: list[str], download: bool, token: str, stop: Any) -> None:
     from tests.integration.rollouts.sim_agents import SimAgent
 
     # Connect in small batches: Mosquitto queues at most 1,000 QoS 1 messages per subscriber
@@ -39,7 +39,9 @@ def agents(broker: str, prefix: str, ids: list[str], download: bool, stop: Any) 
     running = []
     for start in range(0, len(ids), 25):
         for d in ids[start : start + 25]:
-            agent = SimAgent(broker, Topics(prefix), d, {"fleet": "bench"}, download=download)
+            agent = SimAgent(
+                broker, Topics(prefix), d, {"fleet": "bench"}, download=download, token=token
+            )
             running.append(agent.start())
         time.sleep(0.25)
     stop.wait()
@@ -69,16 +71,22 @@ def run(n: int, procs: int, broker: str, download: bool) -> dict[str, Any]:
     controller = Controller(settings)
     controller.start()
     controller.serve_in_thread()
+    access = controller.services.access if controller.services else None
+    assert access is not None
+    admin = access.create("bench", "admin").token
+    downloads = access.create("bench-agents", "viewer").token
     ctx = mp.get_context("spawn")
     stop = ctx.Event()
     ids = [f"b{i:04d}" for i in range(n)]
     workers = [
-        ctx.Process(target=agents, args=(broker, prefix, ids[i::procs], download, stop))
+        ctx.Process(target=agents, args=(broker, prefix, ids[i::procs], download, downloads, stop))
         for i in range(procs)
     ]
     for w in workers:
         w.start()
-    api = httpx.Client(base_url=controller.http_url, timeout=120)
+    api = httpx.Client(
+        base_url=controller.http_url, timeout=120, headers={"Authorization": f"Bearer {admin}"}
+    )
     try:
         wait(lambda: len(api.get("/api/v1/devices").json()) == n, 60 + n / 2, "enrolment")
         for version, seed in (("1.0.0", 1), ("2.0.0", 2)):

@@ -2,7 +2,9 @@
 
 Uploads stream into a temporary file next to their final place while being hashed; only a
 complete, verified file is renamed into place (atomically), and bytes already stored are not
-stored twice. A reader never sees a half-written artifact.
+stored twice. A reader never sees a half-written artifact. An upload larger than the store's
+``max_upload_bytes`` is refused while it streams: the write that would cross the bound raises
+:class:`UploadTooLarge` and nothing of it stays on disk once the caller aborts.
 """
 
 from __future__ import annotations
@@ -16,7 +18,25 @@ from pathlib import Path
 from typing import BinaryIO
 
 from controller.errors import InvalidInput, NotFound
-from shared.canonical import is_sha256_hex
+from controller.settings import DEFAULT_MAX_UPLOAD_BYTES
+from shared.names import InvalidName, check_sha256
+
+
+class UploadTooLarge(InvalidInput):
+    """An upload (model, artifact, reference outputs) bigger than the configured bound (413)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"upload larger than the controller's limit of {limit} bytes: nothing was stored; "
+            "start `jetfleet serve` with a larger --max-upload if the file is right"
+        )
+        self.limit = limit
+
+
+def check_upload_size(size: int, limit: int) -> None:
+    """:class:`UploadTooLarge` when ``size`` bytes exceed ``limit``."""
+    if size > limit:
+        raise UploadTooLarge(limit)
 
 
 @dataclass(frozen=True)
@@ -41,7 +61,8 @@ class PendingArtifact:
         self._closed = False
 
     def write(self, chunk: bytes) -> None:
-        """Append ``chunk`` to the upload."""
+        """Append ``chunk`` to the upload; :class:`UploadTooLarge` past the store's bound."""
+        check_upload_size(self.size + len(chunk), self._store.max_upload_bytes)
         self._file.write(chunk)
         self._hash.update(chunk)
         self.size += len(chunk)
@@ -78,14 +99,19 @@ class PendingArtifact:
 class ArtifactStore:
     """The artifact directory of one controller."""
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES) -> None:
+        if max_upload_bytes <= 0:
+            raise InvalidInput(f"max_upload_bytes must be positive, got {max_upload_bytes}")
+        self.max_upload_bytes = max_upload_bytes
         self.root = data_dir / "artifacts"
         self.root.mkdir(parents=True, exist_ok=True)
 
     def path_of(self, sha256: str) -> Path:
         """Where the artifact ``sha256`` lives (whether or not it exists)."""
-        if not is_sha256_hex(sha256):
-            raise InvalidInput(f"invalid sha256 {sha256!r}: expected 64 lower-case hex digits")
+        try:
+            check_sha256(sha256)
+        except InvalidName as exc:
+            raise InvalidInput(str(exc)) from exc
         return self.root / sha256[:2] / sha256
 
     def begin(self) -> PendingArtifact:

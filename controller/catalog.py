@@ -33,11 +33,11 @@ class Catalog:
 
     def check_names(self, name: str, version: str) -> None:
         """Refuse a model name or version that does not fit the wire contract."""
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise InvalidInput(
                 f"invalid model name {name!r}: use 1-64 of a-z 0-9 . _ - starting with a-z or 0-9"
             )
-        if not _VERSION.match(version):
+        if not _VERSION.fullmatch(version):
             raise InvalidInput(
                 f"invalid version {version!r}: use 1-64 of A-Z a-z 0-9 . + _ - "
                 "starting with a letter or digit"

@@ -23,6 +23,7 @@ import httpx
 import numpy as np
 
 from controller.cli.client import ControllerClient
+from controller.settings import default_db_url
 
 DATATYPES = {"FP32": np.float32, "FP16": np.float16, "INT64": np.int64, "INT32": np.int32}
 
@@ -128,14 +129,24 @@ class DemoFleet:
     http_port: int = field(default_factory=free_port)
     processes: list[Process] = field(default_factory=list)
     controller: Process | None = None
+    auth: bool = True
+    """False runs the controller with --insecure-no-auth (agents then need no token)."""
+    admin_token: str | None = None
+    """The demo's own admin token, created in the database before the controller starts."""
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
 
     def start_controller(self, timeout: float = 60.0) -> None:
+        data_dir = self.workdir / "ctl"
         argv = [sys.executable, "-m", "controller", "serve", "--auto-migrate"]
-        argv += ["--http", f"127.0.0.1:{self.http_port}", "--data-dir", str(self.workdir / "ctl")]
+        argv += ["--http", f"127.0.0.1:{self.http_port}", "--data-dir", str(data_dir)]
+        if self.auth:
+            self.admin_token = _create_admin_token(self.db_url or default_db_url(data_dir))
+        else:
+            argv.append("--insecure-no-auth")
+        argv += ["--broker-admin", "none"]  # simulated gateways connect without enrolling
         if self.broker_url:
             argv += ["--broker", self.broker_url]
         else:
@@ -170,6 +181,8 @@ class DemoFleet:
         }
         if engine_store:
             env["JETFLEET_CONTROLLER_URL"] = self.url
+        if self.auth:
+            env["JETFLEET_API_TOKEN"] = self.device_token(spec.device_id)
         if self.topic_prefix:
             env["JETFLEET_TOPIC_PREFIX"] = self.topic_prefix
         argv = [sys.executable, "-c", "from agent.cli import main; main()", "run"]
@@ -183,7 +196,34 @@ class DemoFleet:
             proc.stop()
 
     def client(self) -> ControllerClient:
-        return ControllerClient(self.url)
+        """An API client holding the demo's admin token."""
+        return ControllerClient(self.url, token=self.admin_token, ambient_credentials=False)
+
+    def device_token(self, device_id: str) -> str:
+        """A new token of role device for ``device_id`` (what enrolment would hand out)."""
+        body = {"name": device_id, "role": "device", "device_id": device_id}
+        with self.client() as client:
+            return str(client.create_token(body)["token"])
+
+    def viewer_token(self) -> str:
+        """A new viewer token (for the dashboard's login link)."""
+        with self.client() as client:
+            return str(client.create_token({"name": "demo-viewer", "role": "viewer"})["token"])
+
+
+def _create_admin_token(db_url: str) -> str:
+    """Migrate ``db_url`` and store a fresh admin token named ``demo`` in it."""
+    from controller.auth.service import AccessControl
+    from controller.db import migrate
+    from controller.db.session import make_engine
+    from controller.db.token_store import TokenStore
+
+    migrate.upgrade(db_url)
+    engine = make_engine(db_url)
+    try:
+        return AccessControl(TokenStore(engine)).create("demo", "admin").token
+    finally:
+        engine.dispose()
 
 
 def serving_rows(devices: list[dict[str, Any]]) -> list[tuple[str, str, str]]:

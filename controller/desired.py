@@ -12,6 +12,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from shared.delegate import DelegateConfig
+from shared.jobs import Job
+from shared.manifests import KeyEndorsement, RollbackAuthorization, SignedManifest
 from shared.messages import ArtifactRef, DesiredState, ModelSlot, ServingSettings
 
 
@@ -88,6 +90,17 @@ def plan_redelegate(
     return SlotPlan(tuple(slots), changed=changed)
 
 
+@dataclass(frozen=True)
+class DocumentSignatures:
+    """What one device's desired document carries to be verified (``controller.signing``)."""
+
+    manifests: Mapping[int, SignedManifest]
+    """Signed manifest per model version id."""
+    rollbacks: Mapping[str, RollbackAuthorization]
+    """Rollback authorisation per slot (model) name, for versions older than the newest."""
+    fleet_keys: tuple[KeyEndorsement, ...] = ()
+
+
 def artifact_url(public_url: str, sha256: str) -> str:
     """Where agents download the artifact ``sha256``."""
     return f"{public_url.rstrip('/')}/api/v1/artifacts/{sha256}"
@@ -100,12 +113,16 @@ def desired_document(
     public_url: str,
     issued_at: datetime,
     references: Mapping[str, ArtifactRef] | None = None,
+    signatures: DocumentSignatures | None = None,
+    jobs: Sequence[Job] = (),
 ) -> DesiredState:
     """The full DesiredState a device receives for ``slots`` at ``generation``.
 
     ``references`` maps a model's sha256 to its reference-outputs artifact, which the agent
-    validates a new engine against before it switches to it.
+    validates a new engine against before it switches to it; ``signatures`` the signed
+    manifests, rollback authorisations and key rotations the device verifies (None: unsigned).
     """
+    sig = signatures or DocumentSignatures(manifests={}, rollbacks={})
     return DesiredState(
         device_id=device_id,
         generation=generation,
@@ -115,7 +132,10 @@ def desired_document(
                 name=s.name,
                 version=s.version,
                 artifact=ArtifactRef(
-                    url=artifact_url(public_url, s.sha256), sha256=s.sha256, size=s.size
+                    url=artifact_url(public_url, s.sha256),
+                    sha256=s.sha256,
+                    size=s.size,
+                    signed=sig.manifests.get(s.model_version_id),
                 ),
                 delegate=s.delegate,
                 serving=ServingSettings(
@@ -123,9 +143,12 @@ def desired_document(
                     max_queue_delay_ms=s.delegate.max_queue_delay_ms,
                 ),
                 reference=(references or {}).get(s.sha256),
+                rollback=sig.rollbacks.get(s.name),
             )
             for s in slots
         ),
+        fleet_keys=sig.fleet_keys,
+        jobs=tuple(jobs),
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from amqtt.broker import Broker
 
+from controller.broker_admin.embedded import AccessPolicy, amqtt_plugins, close_sessions
 from controller.errors import BusError
 
 logger = logging.getLogger(__name__)
@@ -24,9 +25,13 @@ _START_TIMEOUT_S = 15.0
 class EmbeddedBroker:
     """An amqtt broker listening on ``host:port`` (port 0 picks a free one)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 1884) -> None:
+    def __init__(
+        self, host: str = "127.0.0.1", port: int = 1884, policy: AccessPolicy | None = None
+    ) -> None:
         self.host = host
         self.port = port
+        self.policy = policy
+        """Logins and topic ACLs to enforce; None keeps the broker anonymous (demo, tests)."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._broker: Any = None
@@ -61,12 +66,23 @@ class EmbeddedBroker:
             "listeners": {"default": {"type": "tcp", "bind": f"{self.host}:{self.port}"}},
             "plugins": {
                 "amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}
-            },
+            }
+            if self.policy is None
+            else amqtt_plugins(self.policy),
         }
         self._broker = Broker(config)
         await self._broker.start()
         sockets = self._broker._servers["default"].instance.sockets
         return int(sockets[0].getsockname()[1])
+
+    def disconnect(self, username: str) -> int:
+        """Close every live connection logged in as ``username``; how many were closed."""
+        if self._loop is None or self._broker is None:
+            return 0
+        future = asyncio.run_coroutine_threadsafe(
+            close_sessions(self._broker, username), self._loop
+        )
+        return int(future.result(_START_TIMEOUT_S))
 
     def stop(self) -> None:
         """Shut the broker down and end its thread."""

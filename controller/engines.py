@@ -14,6 +14,7 @@ from controller.artifacts import ArtifactStore, PendingArtifact
 from controller.db.engine_store import EngineStoreDb
 from controller.db.schema import utcnow
 from controller.errors import InvalidInput, NotFound
+from controller.signing import FleetSigner
 from shared.canonical import is_sha256_hex
 from shared.engine_keys import engine_key
 from shared.engines import ArtifactOut, EngineManifest, LeaseOut, LeaseRequest
@@ -27,10 +28,12 @@ class EngineStore:
         db: EngineStoreDb,
         store: ArtifactStore,
         clock: Callable[[], datetime] = utcnow,
+        signer: FleetSigner | None = None,
     ) -> None:
         self._db = db
         self._store = store
         self._clock = clock
+        self._signer = signer
 
     # --- artifacts -------------------------------------------------------------------------
 
@@ -66,8 +69,10 @@ class EngineStore:
 
         Refuses (400) a manifest whose key is not ``key`` or not the engine key of its own
         validity and content, or whose artifact is missing or of another size; 409 when another
-        manifest is stored under ``key``. Storing it releases the key's build lease.
+        manifest is stored under ``key``. Storing it releases the key's build lease. The fleet
+        key signs what is stored (a ``signed`` field in the request is ignored).
         """
+        manifest = manifest.model_copy(update={"signed": None})
         if manifest.engine_key != key:
             raise InvalidInput(
                 f"manifest engine_key {manifest.engine_key} differs from the URL key {key}: "
@@ -94,7 +99,7 @@ class EngineStore:
         created = self._db.put_manifest(manifest)
         stored = self._db.manifest(key)
         assert stored is not None
-        return stored, created
+        return self._signed(stored), created
 
     def get(self, key: str) -> EngineManifest:
         """The manifest of engine ``key``, or :class:`NotFound`."""
@@ -102,7 +107,13 @@ class EngineStore:
         found = self._db.manifest(key)
         if found is None:
             raise NotFound(f"no engine {key} is stored (build it, or ask for its build lease)")
-        return found
+        return self._signed(found)
+
+    def _signed(self, manifest: EngineManifest) -> EngineManifest:
+        """``manifest`` with its signed manifest (signed now when missing or stale)."""
+        if self._signer is None:
+            return manifest
+        return manifest.model_copy(update={"signed": self._signer.engine_manifest(manifest)})
 
     def list(self) -> list[EngineManifest]:
         """Every stored manifest, oldest first."""

@@ -31,8 +31,10 @@ from controller.desired import (
 from controller.errors import InvalidInput, NotFound
 from controller.records import VersionRecord
 from controller.selectors import parse_selector
+from controller.signing import FleetSigner
 from shared.codec import encode
 from shared.delegate import DelegateConfig
+from shared.jobs import Job
 from shared.topics import Channel, Topics
 
 logger = logging.getLogger(__name__)
@@ -62,8 +64,13 @@ class Fleet:
         topics: Topics,
         public_url: str,
         clock: Callable[[], datetime] = utcnow,
+        signer: FleetSigner | None = None,
+        pending_jobs: Callable[[Sequence[str]], Mapping[str, Sequence[Job]]] | None = None,
     ) -> None:
         self._repo = repo
+        self._pending_jobs = pending_jobs
+        """The unfinished profiling/tuning jobs of devices, carried in their documents."""
+        self._signer = signer
         self._catalog = catalog
         self._configs = configs
         self._publisher = publisher
@@ -211,6 +218,11 @@ class Fleet:
             self._publish_all([(d.id, d.desired_generation, d.slots) for d in devices])
             return len(devices)
 
+    def touch(self, device_id: str) -> DeploymentResult:
+        """Publish the device's document under a new generation (its jobs changed)."""
+        with self._lock:
+            return self._apply({device_id: _touching})
+
     def _apply(self, plans: _Plans) -> DeploymentResult:
         """Run the plans (caller holds the lock); publish to the devices that changed."""
         changes = self._repo.change_each(plans)
@@ -248,10 +260,23 @@ class Fleet:
             if (r := self._catalog.reference(s.sha256))
         }
         now = self._clock()
+        signed = self._signer.documents(docs) if self._signer is not None else {}
+        jobs = self._pending_jobs([d for d, _, _ in docs]) if self._pending_jobs else {}
         messages = [
             (
                 self._topics.device(device_id, Channel.DESIRED),
-                encode(desired_document(device_id, gen, slots, self._public_url, now, refs)),
+                encode(
+                    desired_document(
+                        device_id,
+                        gen,
+                        slots,
+                        self._public_url,
+                        now,
+                        refs,
+                        signed.get(device_id),
+                        jobs=jobs.get(device_id, ()),
+                    )
+                ),
             )
             for device_id, gen, slots in docs
         ]
@@ -268,6 +293,10 @@ _Plans = dict[str, _Plan]
 
 def _deploying(slot: PlannedSlot) -> _Plan:
     return lambda current: plan_deploy(current, slot)
+
+
+def _touching(current: tuple[PlannedSlot, ...]) -> SlotPlan:
+    return SlotPlan(current, changed=True)
 
 
 def _removing(model: str) -> _Plan:

@@ -16,6 +16,9 @@ Bounded: when a lane's worker falls ``maxsize`` messages behind, ``put`` blocks 
 thread, which is the backpressure the broker understands. A message is acknowledged once it is
 in the inbox, so a controller crash loses what was still queued; reported state and presence are
 retained on the broker and arrive again on reconnect, telemetry samples in the queue are lost.
+
+Gated: ``admit`` (ingest's size check) sees every message before it is queued, so an oversized
+payload is counted and dropped on the network thread instead of waiting in memory.
 """
 
 from __future__ import annotations
@@ -60,7 +63,9 @@ class Inbox:
         handle: Callable[[str, bytes], None],
         lanes: Sequence[str] = (),
         maxsize: int = 100_000,
+        admit: Callable[[str, bytes], bool] | None = None,
     ) -> None:
+        self._admit = admit
         self._default = _Lane("state", handle, maxsize)
         self._lanes = {name: _Lane(name, handle, maxsize) for name in lanes}
 
@@ -72,7 +77,9 @@ class Inbox:
             lane.thread.start()
 
     def put(self, topic: str, payload: bytes) -> None:
-        """Queue one message on its lane (blocks while that lane is full)."""
+        """Queue one message on its lane (blocks while that lane is full) unless refused."""
+        if self._admit is not None and not self._admit(topic, payload):
+            return
         lane = self._lanes.get(topic.rpartition("/")[2], self._default)
         lane.put((topic, payload))
 

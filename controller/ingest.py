@@ -1,4 +1,9 @@
-"""Inbound MQTT messages → database. A bad payload is logged once, counted, and dropped."""
+"""Inbound MQTT messages → database. A bad payload is logged once, counted, and dropped.
+
+A payload over ``max_payload_bytes`` is dropped before it is decoded; it counts as rejected on its
+channel and is logged at most once per device and window (:class:`LogThrottle`), so one device
+sending huge messages can neither exhaust memory in the decoder nor flood the log.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +20,8 @@ from controller.db.repository import Repository
 from controller.db.schema import utcnow
 from controller.errors import ControllerError
 from controller.ingest_batch import IngestBatcher
+from controller.log_throttle import LogThrottle
+from controller.settings import DEFAULT_MAX_MQTT_PAYLOAD_BYTES
 from shared.codec import MessageError, decode_for
 from shared.messages import Event, ReportedState, Status, Telemetry
 from shared.topics import Channel, Topics
@@ -31,8 +38,12 @@ class Ingest:
         topics: Topics,
         clock: Callable[[], datetime] = utcnow,
         batcher: IngestBatcher | None = None,
+        max_payload_bytes: int = DEFAULT_MAX_MQTT_PAYLOAD_BYTES,
+        log_throttle: LogThrottle | None = None,
     ) -> None:
         self._repo = repo
+        self._max_payload = max_payload_bytes
+        self._throttle = log_throttle or LogThrottle()
         self._batcher = batcher
         """When set, telemetry and events are queued for batched writes (issue 6)."""
         if batcher is not None:
@@ -44,8 +55,31 @@ class Ingest:
         self._rejected: Counter[str] = Counter()
         self._last_rejection: str | None = None
 
+    def admit(self, topic: str, payload: bytes) -> bool:
+        """False (counted, logged rate-limited) for a payload too large to decode."""
+        if len(payload) <= self._max_payload:
+            return True
+        parsed = self._topics.parse(topic)
+        if parsed is None or parsed[1] is Channel.DESIRED:
+            return False
+        device_id, channel = parsed
+        line = (
+            f"rejected {channel.value} from {device_id}: <payload>: {len(payload)} bytes, "
+            f"over the {self._max_payload}-byte limit"
+        )
+        with self._lock:
+            self._rejected[channel.value] += 1
+            self._last_rejection = line
+            held_back = self._throttle.admit((device_id, "too large"))
+        if held_back is not None:
+            more = f" ({held_back} more since the last such line)" if held_back else ""
+            logger.warning("%s%s", line, more)
+        return False
+
     def handle(self, topic: str, payload: bytes) -> None:
         """Decode, validate and store one message; never raises for a bad payload."""
+        if not self.admit(topic, payload):
+            return
         parsed = self._topics.parse(topic)
         if parsed is None or parsed[1] is Channel.DESIRED:
             return

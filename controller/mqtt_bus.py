@@ -8,6 +8,8 @@ it subscribes to what agents publish and calls ``on_connected``; inbound message
 from __future__ import annotations
 
 import logging
+import ssl
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -20,6 +22,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from controller.errors import BusError
 from controller.settings import parse_broker_url
+from shared.broker_tls import CONTROLLER_FIXES, ClosingSSLSocket, explain_connect_error
 from shared.topics import AGENT_PUBLISHES, Topics
 from shared.transport import MqttAuth
 
@@ -45,6 +48,8 @@ class MqttBus:
         self._on_connected = on_connected
         self._timeout = publish_timeout_s
         self._connected = threading.Event()
+        self._connect_error: str | None = None
+        self._paho_error: str | None = None
         self._client = mqtt.Client(
             CallbackAPIVersion.VERSION2,
             client_id=f"jetfleet-controller-{uuid.uuid4().hex[:12]}",
@@ -54,6 +59,8 @@ class MqttBus:
         apply_auth(self._client, auth or MqttAuth(), tls=broker_url.startswith("mqtts://"))
         self._client.reconnect_delay_set(min_delay=1, max_delay=30)
         self._client.on_connect = self._handle_connect
+        self._client.on_connect_fail = self._handle_connect_fail
+        self._client.on_log = self._handle_paho_log
         self._client.on_disconnect = self._handle_disconnect
         self._client.on_message = self._handle_message
 
@@ -66,6 +73,11 @@ class MqttBus:
         self._client.loop_start()
         if not self._connected.wait(timeout_s):
             self.stop()
+            if self._connect_error is not None:
+                raise BusError(
+                    f"no connection to the MQTT broker at {self.broker_url} within "
+                    f"{timeout_s:.0f} s: {self._connect_error}"
+                )
             raise BusError(
                 f"no connection to the MQTT broker at {self.broker_url} within {timeout_s:.0f} s: "
                 "start the broker, or leave out --broker to use the embedded one"
@@ -117,16 +129,33 @@ class MqttBus:
         reason_code: ReasonCode,
         _properties: Properties | None,
     ) -> None:
+        self._paho_error = None
         if reason_code.is_failure:
+            self._connect_error = f"the broker refused the connection: {reason_code}"
             logger.warning(
                 "MQTT broker %s refused the connection: %s", self.broker_url, reason_code
             )
             return
         client.subscribe([(self._topics.every_device(ch), 1) for ch in AGENT_PUBLISHES])
+        self._connect_error = None
         self._connected.set()
         logger.info("connected to MQTT broker %s", self.broker_url)
         if self._on_connected is not None:
             self._on_connected()
+
+    def _handle_connect_fail(self, _client: mqtt.Client, _userdata: Any) -> None:
+        """paho calls this inside its ``except OSError``: the exception is the current one."""
+        self._note_connect_error(explain_connect_error(sys.exc_info()[1], CONTROLLER_FIXES))
+
+    def _handle_paho_log(self, _client: mqtt.Client, _userdata: Any, level: int, buf: str) -> None:
+        if level == mqtt.MQTT_LOG_ERR:
+            self._paho_error = buf
+
+    def _note_connect_error(self, error: str) -> None:
+        """Log why connecting failed, once per distinct reason while the failures last."""
+        if error != self._connect_error:
+            logger.warning("cannot connect to MQTT broker %s: %s", self.broker_url, error)
+        self._connect_error = error
 
     def _handle_disconnect(
         self,
@@ -138,6 +167,9 @@ class MqttBus:
     ) -> None:
         was_connected = self._connected.is_set()
         self._connected.clear()
+        if not was_connected and self._paho_error is not None:
+            self._note_connect_error(explain_connect_error(self._paho_error, CONTROLLER_FIXES))
+            self._paho_error = None
         if was_connected and reason_code.is_failure:
             logger.warning("lost MQTT broker %s (%s); reconnecting", self.broker_url, reason_code)
 
@@ -153,8 +185,14 @@ def apply_auth(client: mqtt.Client, auth: MqttAuth, *, tls: bool) -> None:
     if auth.username is not None:
         client.username_pw_set(auth.username, auth.password)
     if tls:
-        client.tls_set(
-            ca_certs=str(auth.ca_file) if auth.ca_file else None,
-            certfile=str(auth.cert_file) if auth.cert_file else None,
-            keyfile=str(auth.key_file) if auth.key_file else None,
-        )
+        try:
+            context = ssl.create_default_context(cafile=str(auth.ca_file) if auth.ca_file else None)
+            if auth.cert_file is not None and auth.key_file is not None:
+                context.load_cert_chain(auth.cert_file, auth.key_file)
+            context.sslsocket_class = ClosingSSLSocket
+            client.tls_set_context(context)
+        except (OSError, ValueError) as exc:
+            raise BusError(
+                f"cannot set up TLS to the broker ({exc}): check --broker-ca, --broker-cert "
+                "and --broker-key"
+            ) from exc

@@ -15,27 +15,38 @@ import uvicorn
 
 from controller.api.app import create_app
 from controller.artifacts import ArtifactStore
+from controller.auth.service import AccessControl, bootstrap_admin
+from controller.broker_admin.startup import start_broker_side
 from controller.catalog import Catalog
 from controller.configs import Configs
 from controller.db import migrate
 from controller.db.config_store import ConfigStore
 from controller.db.engine_store import EngineStoreDb
+from controller.db.identity_store import IdentityStore
+from controller.db.job_store import JobStore
 from controller.db.repository import Repository
 from controller.db.rollout_store import RolloutStore
+from controller.db.schema import utcnow
 from controller.db.session import make_engine, redact
+from controller.db.signing_store import SigningStore
 from controller.db.telemetry_store import Retention, TelemetryStore
-from controller.embedded_broker import EmbeddedBroker
+from controller.db.token_store import TokenStore
 from controller.engines import EngineStore
+from controller.enrolment import EnrolmentService
 from controller.errors import ControllerError, DatabaseError
 from controller.fleet import Fleet
 from controller.inbox import Inbox
 from controller.ingest import Ingest
 from controller.ingest_batch import IngestBatcher
+from controller.jobs import JobLoop, JobService, pending_jobs
 from controller.mqtt_bus import MqttBus
 from controller.rollouts.loop import RolloutLoop
 from controller.rollouts.service import RolloutService
 from controller.services import Services
 from controller.settings import Settings
+from controller.signing import FleetSigner, SignatureRefresher
+from controller.tls_files import check_broker_tls, check_server_tls
+from shared.messages import Status
 from shared.topics import Channel, Topics
 
 logger = logging.getLogger(__name__)
@@ -65,6 +76,8 @@ class Controller:
             raise
 
     def _start(self, s: Settings) -> None:
+        check_server_tls(s.tls_cert_file, s.tls_key_file)
+        check_broker_tls(s.broker_auth)
         s.data_dir.mkdir(parents=True, exist_ok=True)
         if not migrate.is_up_to_date(s.db_url):
             if not s.auto_migrate:
@@ -77,37 +90,55 @@ class Controller:
         self._sock = _bind(s.http_host, s.http_port)
         port = int(self._sock.getsockname()[1])
         host = s.http_host if ":" not in s.http_host else f"[{s.http_host}]"
-        self.http_url = f"http://{host}:{port}"
+        self.http_url = f"{s.http_scheme}://{host}:{port}"
         public_url = s.resolved_public_url(port)
 
         engine = make_engine(s.db_url)
         self._stoppers.append(engine.dispose)
+        signer = FleetSigner(SigningStore(engine), s.data_dir)
+        key, created = signer.ensure_key()
+        logger.info("fleet signing key %s%s", key.key_id, " (created)" if created else "")
         repo = Repository(engine)
-        store = ArtifactStore(s.data_dir)
+        access = AccessControl(TokenStore(engine), required=s.auth_required)
+        bootstrap_admin(access, s.data_dir, self.http_url)
+        store = ArtifactStore(s.data_dir, max_upload_bytes=s.max_upload_bytes)
         topics = Topics(s.topic_prefix)
         catalog = Catalog(repo, store, public_url)
         configs = Configs(ConfigStore(engine), repo, catalog)
-        engines = EngineStore(EngineStoreDb(engine), store)
+        engines = EngineStore(EngineStoreDb(engine), store, signer=signer)
         telemetry = TelemetryStore(engine)
         batcher = IngestBatcher(telemetry, retention=Retention.from_env(os.environ))
         batcher.start()
         self._stoppers.append(batcher.stop)
-        ingest = Ingest(repo, topics, batcher=batcher)
+        ingest = Ingest(repo, topics, batcher=batcher, max_payload_bytes=s.max_mqtt_payload_bytes)
 
-        broker_url = s.broker_url
-        if broker_url is None:
-            broker = EmbeddedBroker(s.embedded_broker_host, s.embedded_broker_port)
-            broker.start()
-            self._stoppers.append(broker.stop)
-            broker_url = broker.url
+        identities = IdentityStore(engine)
+        broker_side = start_broker_side(s, identities)
+        self._stoppers.extend(broker_side.stoppers)
+        broker_url = broker_side.broker_url
         self.broker_url = broker_url
-        inbox = Inbox(ingest.handle, lanes=(Channel.TELEMETRY.value,))
+        inbox = Inbox(ingest.handle, lanes=(Channel.TELEMETRY.value,), admit=ingest.admit)
         inbox.start()
         self._stoppers.append(inbox.stop)
         bus = MqttBus(
-            broker_url, topics, inbox.put, on_connected=self._republish_soon, auth=s.broker_auth
+            broker_url,
+            topics,
+            inbox.put,
+            on_connected=self._republish_soon,
+            auth=broker_side.bus_auth,
         )
-        fleet = Fleet(repo, catalog, configs, bus, topics, public_url)
+        job_store = JobStore(engine)
+        fleet = Fleet(
+            repo,
+            catalog,
+            configs,
+            bus,
+            topics,
+            public_url,
+            signer=signer,
+            pending_jobs=pending_jobs(job_store),
+        )
+        jobs = JobService(job_store, repo, catalog, configs, fleet)
         rollout_store = RolloutStore(engine)
         rollout_loop = RolloutLoop(rollout_store, repo, fleet)
         rollouts = RolloutService(rollout_store, repo, catalog, configs, wake=rollout_loop.wake)
@@ -124,13 +155,37 @@ class Controller:
             telemetry=telemetry,
             batcher=batcher,
             rollouts=rollouts,
+            jobs=jobs,
+            access=access,
+            enrolment=EnrolmentService(
+                identities,
+                broker_side.admin,
+                access,
+                controller_url=public_url,
+                broker_url=s.public_broker_url or broker_url,
+                topic_prefix=s.topic_prefix,
+                on_revoked=lambda device: repo.record_status(
+                    Status(device_id=device, state="offline"), utcnow()
+                ),
+            ),
         )
         bus.start()
         self._stoppers.append(bus.stop)
         rollout_loop.start()
         self._stoppers.append(rollout_loop.stop)
+        job_loop = JobLoop(jobs)
+        job_loop.start()
+        self._stoppers.append(job_loop.stop)
+        refresher = SignatureRefresher(signer.stale, fleet.republish_all)
+        refresher.start()
+        self._stoppers.append(refresher.stop)
         config = uvicorn.Config(
-            create_app(self.services), lifespan="off", log_config=None, access_log=False
+            create_app(self.services),
+            lifespan="off",
+            log_config=None,
+            access_log=False,
+            ssl_certfile=s.tls_cert_file,
+            ssl_keyfile=s.tls_key_file,
         )
         self._server = uvicorn.Server(config)
         logger.info("jetfleet controller: http %s, broker %s", self.http_url, broker_url)

@@ -5,14 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from controller.artifacts import ArtifactStore
+from controller.auth.service import AccessControl
 from controller.catalog import Catalog
 from controller.configs import Configs
 from controller.db.repository import Repository
 from controller.db.telemetry_store import TelemetryStore
 from controller.engines import EngineStore
+from controller.enrolment import EnrolmentService
 from controller.fleet import Fleet
 from controller.ingest import Ingest
 from controller.ingest_batch import IngestBatcher
+from controller.jobs import JobService
 from controller.rollouts.service import RolloutService
 
 
@@ -37,3 +40,9 @@ class Services:
     """The batched telemetry writer (issue 6)."""
     rollouts: RolloutService | None = None
     """Rollouts in waves (issue 5); None when wired without the rollout loop."""
+    jobs: JobService | None = None
+    """On-device profiling and tuning jobs (issue 8); None when wired without them."""
+    access: AccessControl | None = None
+    """API tokens, roles and the audit log (issue 7); None serves the API without checks."""
+    enrolment: EnrolmentService | None = None
+    """Device enrolment, identities and revocation (issue 7); None without it."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from controller.errors import InvalidInput
 from shared import transport
@@ -15,6 +16,8 @@ DATA_DIR_ENV = "JETFLEET_DATA_DIR"
 DEFAULT_DATA_DIR = ".jetfleet"
 DEFAULT_HTTP = ("127.0.0.1", 8080)
 DEFAULT_EMBEDDED_BROKER = ("127.0.0.1", 1884)
+DEFAULT_MAX_UPLOAD_BYTES = 2 * 1024**3
+DEFAULT_MAX_MQTT_PAYLOAD_BYTES = 1024**2
 
 
 @dataclass(frozen=True)
@@ -33,17 +36,33 @@ class Settings:
     embedded_broker_port: int = DEFAULT_EMBEDDED_BROKER[1]
     """Port of the embedded broker; 0 picks a free one."""
     public_url: str | None = None
-    """Base URL agents use to download artifacts; None means ``http://<http host>:<port>``."""
+    """Base URL agents use to download artifacts; None means ``http(s)://<http host>:<port>``."""
     topic_prefix: str = DEFAULT_PREFIX
     auto_migrate: bool = False
     """Upgrade the database schema at start instead of refusing to run on an old one."""
     broker_auth: MqttAuth = field(default_factory=MqttAuth)
     """The controller's own broker credential and TLS files (``mqtts://``)."""
+    broker_admin: Literal["none", "dynsec", "embedded"] = "none"
+    """Who keeps device broker credentials and topic ACLs (controller/broker_admin/):
+    ``embedded`` (the in-process broker, which then refuses anonymous clients), ``dynsec``
+    (Mosquitto's dynamic security plugin, managed with ``broker_auth``), ``none`` (an anonymous
+    or hand-configured broker: enrolled devices get no broker credential)."""
+    public_broker_url: str | None = None
+    """Broker URL handed to enrolling devices; None: the URL the controller itself uses."""
     auth_required: bool = True
     """Every API request needs a bearer token (issue 7); False only for throwaway set-ups."""
     tls_cert_file: Path | None = None
     """Serve HTTPS with this certificate (PEM) and ``tls_key_file``; None serves plain HTTP."""
     tls_key_file: Path | None = None
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
+    """Largest model, artifact or reference upload; a bigger body is refused with 413."""
+    max_mqtt_payload_bytes: int = DEFAULT_MAX_MQTT_PAYLOAD_BYTES
+    """Larger MQTT messages from agents are dropped undecoded and counted as rejected."""
+
+    @property
+    def http_scheme(self) -> str:
+        """``https`` when a TLS certificate is configured, else ``http``."""
+        return "https" if self.tls_cert_file is not None else "http"
 
     def resolved_public_url(self, http_port: int | None = None) -> str:
         """The artifact base URL, using the real HTTP port when the configured one was 0."""
@@ -54,7 +73,8 @@ class Settings:
             host = "127.0.0.1"
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{http_port if http_port is not None else self.http_port}"
+        port = http_port if http_port is not None else self.http_port
+        return f"{self.http_scheme}://{host}:{port}"
 
 
 def default_data_dir() -> Path:

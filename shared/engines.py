@@ -12,6 +12,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.engine_keys import ContentKey, TuningTag, ValidityKey
+from shared.manifests import SignedManifest
 
 SHA256 = r"^[0-9a-f]{64}$"
 
@@ -32,6 +33,11 @@ class EngineManifest(_Wire):
     built_by: str = Field(description="Device id of the builder.")
     build_seconds: float = Field(ge=0)
     created_at: datetime
+    signed: SignedManifest | None = Field(
+        default=None,
+        description="Set by the controller on GET: the engine's manifest signed with the fleet "
+        "key, which a pulling twin verifies. Ignored in a PUT.",
+    )
 
 
 class LeaseRequest(_Wire):

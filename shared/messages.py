@@ -13,6 +13,8 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shared.delegate import DelegateConfig
+from shared.jobs import Job
+from shared.manifests import KeyEndorsement, RollbackAuthorization, SignedManifest
 from shared.topics import DEVICE_ID_PATTERN
 
 SCHEMA_DESIRED: Final = "jetfleet/desired/1"
@@ -46,7 +48,11 @@ class ArtifactRef(WireModel):
     url: str = Field(description="HTTP(S) URL of the artifact (supports Range).")
     sha256: str = Field(pattern=SHA256_PATTERN, description="sha256 of the bytes, lower-case hex.")
     size: int = Field(ge=0, description="Size in bytes.")
-    signature: str | None = Field(default=None, description="Signed manifest (security issue).")
+    signed: SignedManifest | None = Field(
+        default=None,
+        description="The artifact's manifest signed with the fleet key (shared.manifests); an "
+        "agent with a pinned fleet key refuses the artifact without a valid one.",
+    )
 
 
 class ServingSettings(WireModel):
@@ -81,6 +87,11 @@ class ModelSlot(WireModel):
         description="NPZ of reference inputs and FP32 outputs (input:<name>, output:<name>, "
         "first axis = case) the agent validates a new engine against before switching to it.",
     )
+    rollback: RollbackAuthorization | None = Field(
+        default=None,
+        description="Signed permission to install this version although it is older (lower "
+        "serial) than the one the device may have installed.",
+    )
 
 
 class DesiredState(WireModel):
@@ -91,6 +102,17 @@ class DesiredState(WireModel):
     generation: int = Field(ge=0, description="Monotonic per device; bumps on every change.")
     issued_at: datetime
     slots: tuple[ModelSlot, ...] = ()
+    fleet_keys: tuple[KeyEndorsement, ...] = Field(
+        default=(),
+        description="The fleet key's rotations, oldest first: each new key signed by the one "
+        "before, so an agent that pinned an older key can follow.",
+    )
+    jobs: tuple[Job, ...] = Field(
+        default=(),
+        exclude_if=lambda jobs: not jobs,
+        description="Profiling/tuning jobs to run once each (shared.jobs); left out of the "
+        "JSON when there are none, so agents that predate jobs still accept the document.",
+    )
 
     @field_validator("slots")
     @classmethod
@@ -343,6 +365,11 @@ EventKind = Literal[
     "swap",
     "rollback",
     "error",
+    "artifact_refused",
+    "key_rotated",
+    "key_refused",
+    "job_progress",
+    "job_result",
 ]
 
 JsonValue = Any

@@ -64,3 +64,13 @@ def db_url(request: pytest.FixtureRequest) -> str:
     if request.param == "sqlite":
         return str(request.getfixturevalue("sqlite_url"))
     return str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture(autouse=True)
+def _no_user_cli_credentials(
+    monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The CLI never sees the developer's `jetfleet login` file or JETFLEET_TOKEN/CA variables."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+    for name in ("JETFLEET_TOKEN", "JETFLEET_CA_FILE"):
+        monkeypatch.delenv(name, raising=False)

@@ -7,6 +7,9 @@ once the lease expired (its holder died), ask for the lease again. The builder r
 while it builds, so a long build is not mistaken for a dead one. Without a store (no controller
 URL, or the controller unreachable) the device builds on its own and keeps the engine locally.
 
+A pulled engine goes through ``verify(manifest, key)`` (the agent's signature check) before it
+enters the cache; a refusal deletes its bytes and propagates.
+
 A store manifest whose tuning differs from the device's current conditions is still used (it is
 valid) unless ``retune`` is asked: then the device builds an engine under its own conditions and
 keeps it locally, since the store holds one manifest per engine key (see the issue 3 report).
@@ -105,6 +108,7 @@ class EngineResolver:
         cancelled: Callable[[], bool] = lambda: False,
         sleep: Callable[[float], None] = time.sleep,
         wall_clock: Callable[[], datetime] = _utcnow,
+        verify: Callable[[EngineManifest, str], None] | None = None,
     ) -> None:
         self.cache = cache
         self._store = store
@@ -117,6 +121,7 @@ class EngineResolver:
         self._cancelled = cancelled
         self._sleep = sleep
         self._wall = wall_clock
+        self._verify = verify
 
     def _resolved(self, hit: CacheHit, source: Source, identity: EngineIdentity) -> Resolved:
         return Resolved(
@@ -176,6 +181,12 @@ class EngineResolver:
     ) -> Resolved:
         scratch = self.cache.scratch(f"{manifest.engine_key}.pull")
         store.download(manifest.sha256, manifest.size, scratch)
+        if self._verify is not None:
+            try:
+                self._verify(manifest, identity.key)
+            except AgentError:
+                scratch.unlink(missing_ok=True)
+                raise
         hit = self.cache.put(scratch, manifest, origin="pulled")
         log.info("pulled engine %s built by %s", manifest.engine_key[:12], manifest.built_by)
         return self._resolved(hit, "pulled", identity)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,9 +49,20 @@ class StoreClient:
         base_url: str,
         transport: httpx.BaseTransport | None = None,
         timeout_s: float = 30.0,
+        token: str | None = None,
+        verify: bool | ssl.SSLContext = True,
     ) -> None:
+        """``token``: the agent's API token (role device); ``verify``: see
+        :func:`agent.downloader.controller_tls` (True: the system's CA store)."""
         self.base_url = base_url.rstrip("/")
-        self._client = httpx.Client(base_url=self.base_url, transport=transport, timeout=timeout_s)
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self._client = httpx.Client(
+            base_url=self.base_url,
+            transport=transport,
+            timeout=timeout_s,
+            headers=headers,
+            verify=verify,
+        )
 
     def close(self) -> None:
         self._client.close()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import hashlib
 
-import httpx
-
 from controller.cli.client import ApiError, ControllerClient
 
 
@@ -16,19 +14,7 @@ def fetch_model_bytes(base_url: str, name: str, version: str, *, timeout: float 
     """
     with ControllerClient(base_url, timeout=timeout) as client:
         meta = client.model_version(name, version)
-    url = str(meta["download_url"])
-    try:
-        response = httpx.get(url, timeout=timeout)
-    except httpx.TransportError as exc:
-        raise ApiError(
-            f"cannot download {name}:{version} from {url} ({exc.__class__.__name__}): is the "
-            "controller's public URL reachable from here?"
-        ) from exc
-    if response.status_code >= 400:
-        raise ApiError(
-            f"downloading {name}:{version} from {url} failed (HTTP {response.status_code})"
-        )
-    data = response.content
+        data = client.download(str(meta["download_url"]))
     expected = meta.get("sha256")
     if expected and hashlib.sha256(data).hexdigest() != expected:
         raise ApiError(

@@ -8,7 +8,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from controller.analysis.report import AnalysisReport
 from controller.api.convert import device_out, event_out, telemetry_out
+from controller.api.routes_enrol import enrol_router
 from controller.api.routes_health import health_router
+from controller.api.routes_jobs import jobs_router
 from controller.api.routes_rollouts import rollouts_router
 from controller.api.schemas import (
     ConfigChange,
@@ -26,7 +28,8 @@ from controller.api.schemas import (
     TelemetrySampleOut,
     UndeployRequest,
 )
-from controller.artifacts import iter_range
+from controller.artifacts import UploadTooLarge, check_upload_size, iter_range
+from controller.auth.install import install_auth
 from controller.byte_range import plan_range
 from controller.errors import (
     BusError,
@@ -42,6 +45,7 @@ from shared.engines import ArtifactOut, EngineManifest, LeaseOut, LeaseRequest
 from shared.messages import ArtifactRef
 
 _STATUS: list[tuple[type[ControllerError], int]] = [
+    (UploadTooLarge, 413),
     (InvalidInput, 400),
     (NotFound, 404),
     (Conflict, 409),
@@ -75,7 +79,11 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(_configs(services), prefix="/api/v1")
     app.include_router(_engines(services), prefix="/api/v1")
     app.include_router(rollouts_router(services), prefix="/api/v1")
+    app.include_router(jobs_router(services), prefix="/api/v1")
+    app.include_router(enrol_router(services), prefix="/api/v1")
     app.include_router(health_router(services))
+    if services.access is not None:
+        install_auth(app, services.access)
     return app
 
 
@@ -123,6 +131,7 @@ def _models(services: Services) -> APIRouter:
     ) -> ModelVersionOut:
         """Upload the raw ONNX bytes of ``name:version`` as the request body."""
         catalog.check_names(name, version)
+        _refuse_declared_oversize(request, services.store.max_upload_bytes)
         pending = await run_in_threadpool(catalog.begin_upload)
         try:
             async for chunk in request.stream():
@@ -139,7 +148,7 @@ def _models(services: Services) -> APIRouter:
     @router.put("/models/{name}/versions/{version}/reference")
     async def put_reference(name: str, version: str, request: Request) -> ArtifactRef:
         """Upload reference outputs (NPZ: ``input:<name>``/``output:<name>``, first axis = case)."""
-        body = await request.body()
+        body = await _body_within(request, services.store.max_upload_bytes)
         return await run_in_threadpool(catalog.set_reference, name, version, body)
 
     @router.get("/models")
@@ -260,6 +269,7 @@ def _artifacts(services: Services) -> APIRouter:
     ) -> ArtifactOut:
         """Store the raw request body (an engine, a calibration cache) content-addressed."""
         engines = services.engines
+        _refuse_declared_oversize(request, services.store.max_upload_bytes)
         pending = await run_in_threadpool(engines.begin_upload)
         try:
             async for chunk in request.stream():
@@ -303,3 +313,22 @@ def _artifacts(services: Services) -> APIRouter:
         )
 
     return router
+
+
+def _refuse_declared_oversize(request: Request, limit: int) -> None:
+    """413 before a byte is read when ``Content-Length`` already exceeds ``limit``."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit():
+        check_upload_size(int(declared), limit)
+
+
+async def _body_within(request: Request, limit: int) -> bytes:
+    """The whole request body, refused (413) as soon as it grows past ``limit`` bytes."""
+    _refuse_declared_oversize(request, limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        check_upload_size(size, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)

@@ -1,17 +1,22 @@
 """The operator CLI's HTTP client for the controller API (the CLI's only httpx user).
 
-Every failure becomes :class:`ApiError` with one line a person can act on.
+Every failure becomes :class:`ApiError` with one line a person can act on. The bearer token and
+the CA bundle come from the caller, or else from :mod:`controller.cli.user_config` (``--token``,
+``JETFLEET_TOKEN``, the file ``jetfleet login`` wrote).
 """
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-DEFAULT_URL = "http://127.0.0.1:8080"
+from controller.cli.user_config import DEFAULT_URL as DEFAULT_URL
+from controller.cli.user_config import ambient, same_controller
+
 CHUNK = 1 << 20
 
 
@@ -28,9 +33,28 @@ def _file_chunks(path: Path) -> Iterator[bytes]:
 class ControllerClient:
     """Thin typed-ish wrapper over ``/api/v1``; returns decoded JSON."""
 
-    def __init__(self, base_url: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout: float = 30.0,
+        token: str | None = None,
+        ca_file: str | Path | None = None,
+        ambient_credentials: bool = True,
+    ) -> None:
+        """``token`` None: the token (and, unless given, the CA file) of this CLI invocation's
+        options, environment or config file; ``ambient_credentials`` False: none of those."""
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout)
+        if ambient_credentials and token is None:
+            found = ambient(self.base_url)
+            token = token if token is not None else found.token
+            ca_file = ca_file if ca_file is not None else found.ca_file
+        self.token = token
+        self._verify = _verify(ca_file)
+        headers = {"Authorization": f"Bearer {token}"} if token else None
+        self._http = httpx.Client(
+            base_url=self.base_url, timeout=timeout, headers=headers, verify=self._verify
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -50,8 +74,57 @@ class ControllerClient:
                 "is `jetfleet serve` running? (set --url or JETFLEET_URL)"
             ) from exc
         if response.status_code >= 400:
-            raise ApiError(_error_text(response))
+            raise ApiError(self._explain(response))
         return response.json() if response.content else None
+
+    def _explain(self, response: httpx.Response) -> str:
+        """The server's reason, plus what to do about a 401 or 403."""
+        text = _error_text(response)
+        if response.status_code == 401 and self.token is None:
+            return (
+                f"{text}: run `jetfleet login --url {self.base_url}` "
+                "(or pass --token / set JETFLEET_TOKEN)"
+            )
+        if response.status_code == 401:
+            return (
+                f"{text}: log in again with a valid token (`jetfleet login --url {self.base_url}`)"
+            )
+        if response.status_code == 403:
+            return f"{text}; use a token with that role (an admin runs `jetfleet tokens create`)"
+        return text
+
+    def whoami(self) -> Any:
+        return self._request("GET", "/api/v1/whoami")
+
+    def create_token(self, body: dict[str, Any]) -> Any:
+        return self._request("POST", "/api/v1/tokens", json=body)
+
+    def tokens(self) -> Any:
+        return self._request("GET", "/api/v1/tokens")
+
+    def revoke_token(self, token_id: str) -> Any:
+        return self._request("DELETE", f"/api/v1/tokens/{token_id}")
+
+    def audit(self, params: dict[str, Any]) -> Any:
+        return self._request("GET", "/api/v1/audit", params=params)
+
+    def download(self, url: str) -> bytes:
+        """The bytes at ``url`` (e.g. a model's ``download_url``); the token goes along only
+        when ``url`` is on this controller."""
+        try:
+            if same_controller(_origin(url), _origin(self.base_url)):
+                response = self._http.get(url)
+            else:
+                with httpx.Client(timeout=self._http.timeout, verify=self._verify) as http:
+                    response = http.get(url)
+        except httpx.TransportError as exc:
+            raise ApiError(
+                f"cannot download {url} ({exc.__class__.__name__}): is the controller's public "
+                "URL reachable from here?"
+            ) from exc
+        if response.status_code >= 400:
+            raise ApiError(f"downloading {url} failed: {self._explain(response)}")
+        return response.content
 
     def healthz(self) -> Any:
         return self._request("GET", "/healthz")
@@ -143,6 +216,10 @@ class ControllerClient:
     def engines(self) -> Any:
         return self._request("GET", "/api/v1/engines")
 
+    def version_profiles(self, name: str, version: str) -> Any:
+        """The newest on-device profile of ``name:version`` per device."""
+        return self._request("GET", f"/api/v1/models/{name}/versions/{version}/profiles")
+
 
 def _error_text(response: httpx.Response) -> str:
     try:
@@ -159,3 +236,21 @@ def _error_text(response: httpx.Response) -> str:
         detail = "; ".join(parts)
     text = detail or response.text.strip() or response.reason_phrase
     return f"{text} (HTTP {response.status_code})"
+
+
+def _origin(url: str) -> str:
+    """``scheme://host:port`` of ``url`` (its path dropped)."""
+    parts = httpx.URL(url)
+    return f"{parts.scheme}://{parts.netloc.decode('ascii')}"
+
+
+def _verify(ca_file: str | Path | None) -> ssl.SSLContext | bool:
+    """The CA bundle to trust for HTTPS (a controller with a private CA), else the system's."""
+    if ca_file is None:
+        return True
+    try:
+        return ssl.create_default_context(cafile=str(ca_file))
+    except (OSError, ssl.SSLError) as exc:
+        raise ApiError(
+            f"cannot use CA file {ca_file}: {exc}; check --ca-file / JETFLEET_CA_FILE"
+        ) from exc

@@ -93,7 +93,22 @@ def _summary(fleet: DemoFleet) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (r["device"], r["model"]))
 
 
-def _print_summary(rows: list[dict[str, Any]], url: str) -> None:
+def _links(fleet: DemoFleet) -> list[str]:
+    """Where to look next: the dashboard's login link and a CLI login, with the demo's tokens."""
+    url = fleet.url
+    if fleet.admin_token is None:
+        return [
+            f"controller: {url}   dashboard: {url}/dashboard",
+            f"try: JETFLEET_URL={url} jetfleet devices ls",
+        ]
+    viewer = fleet.viewer_token()
+    return [
+        f"controller: {url}   dashboard: {url}/login?next=/dashboard#token={viewer}",
+        f"try: jetfleet login --url {url} --token {fleet.admin_token} && jetfleet devices ls",
+    ]
+
+
+def _print_summary(rows: list[dict[str, Any]], links: list[str]) -> None:
     headers = ["device", "profile", "model", "phase", "requests", "errors", "p50 ms"]
     cells = [
         (
@@ -108,8 +123,8 @@ def _print_summary(rows: list[dict[str, Any]], url: str) -> None:
         for r in rows
     ]
     click.echo(table(headers, cells))
-    click.echo(f"controller: {url}   dashboard: {url}/dashboard")
-    click.echo(f"try: JETFLEET_URL={url} jetfleet devices ls")
+    for line in links:
+        click.echo(line)
 
 
 def run_demo(workdir: Path, duration: float | None, as_json: bool) -> None:
@@ -165,13 +180,14 @@ def run_demo(workdir: Path, duration: float | None, as_json: bool) -> None:
             return len(rows) == len(targets) and all(r["requests"] > 0 for r in rows)
 
         wait_for("telemetry with request counts", telemetry_seen, 60, fleet.processes, 0.5)
+        links = _links(fleet)
         if not as_json:
-            _print_summary(_summary(fleet), fleet.url)
+            _print_summary(_summary(fleet), links)
         if duration is None:
             _step("running until Ctrl-C (traffic continues; the table refreshes every 15 s)")
             while True:
                 time.sleep(15)
-                _print_summary(_summary(fleet), fleet.url)
+                _print_summary(_summary(fleet), links)
         else:
             end = time.monotonic() + duration
             while time.monotonic() < end:
@@ -189,7 +205,7 @@ def run_demo(workdir: Path, duration: float | None, as_json: bool) -> None:
                     }
                 )
             else:
-                _print_summary(rows, fleet.url)
+                _print_summary(rows, links)
                 click.echo(f"requests sent: {traffic.sent}, failed: {traffic.failed}")
     except KeyboardInterrupt:
         click.echo("")

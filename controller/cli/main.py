@@ -5,13 +5,20 @@ from __future__ import annotations
 import click
 
 from controller.cli.analyze import analyze
+from controller.cli.broker import broker
 from controller.cli.configs import configs
 from controller.cli.db import db
 from controller.cli.demo import demo
+from controller.cli.devices_security import enroll_token, identities, revoke_device
 from controller.cli.engines import engines
+from controller.cli.keys import keys
+from controller.cli.login import login
 from controller.cli.operator import artifacts, deploy, devices, models, telemetry, undeploy
+from controller.cli.profile import profile
 from controller.cli.rollouts import rollouts
 from controller.cli.serve import serve
+from controller.cli.tokens import audit, tokens
+from controller.cli.tune import jobs, tune
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,11 +40,21 @@ for command in (
     rollouts,
     artifacts,
     demo,
+    login,
+    tokens,
+    audit,
+    keys,
 ):
     cli.add_command(command)
 
 
 models.add_command(analyze)
+for command in (enroll_token, revoke_device, identities):
+    devices.add_command(command)
+cli.add_command(broker)
+devices.add_command(profile)
+cli.add_command(tune)
+cli.add_command(jobs)
 
 
 def main() -> None:

@@ -10,22 +10,47 @@ from typing import Any, TypeVar
 
 import click
 
+from controller.cli import user_config
 from controller.cli.client import DEFAULT_URL, ApiError, ControllerClient
 from controller.cli.render import ago, emit_json, ms, table
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """An option callback that keeps the value for the API client (see ``user_config``)."""
+
+    def store(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value is not None:
+            ctx.meta[key] = str(value)
+
+    return store
+
+
 def api_options(func: F) -> F:
-    """``--url`` (or JETFLEET_URL) and ``--json`` on every command that talks to the API."""
+    """``--url``, ``--token``, ``--ca-file`` and ``--json`` on every command that talks to the
+    API (the token and CA file reach the client through ``user_config.ambient``)."""
     func = click.option(
         "--json", "as_json", is_flag=True, help="Print JSON for scripts instead of a table."
     )(func)
+    func = click.option(
+        "--ca-file",
+        type=click.Path(exists=True, dir_okay=False),
+        expose_value=False,
+        callback=_remember(user_config.META_CA),
+        help="CA bundle of an HTTPS controller with a private CA (env JETFLEET_CA_FILE).",
+    )(func)
+    func = click.option(
+        "--token",
+        expose_value=False,
+        callback=_remember(user_config.META_TOKEN),
+        help="API token (env JETFLEET_TOKEN; default: the one `jetfleet login` saved).",
+    )(func)
     return click.option(
         "--url",
-        envvar="JETFLEET_URL",
-        default=DEFAULT_URL,
-        show_default=True,
+        envvar=user_config.URL_ENV,
+        default=user_config.saved_url,
+        show_default=f"the URL `jetfleet login` saved, else {DEFAULT_URL}",
         help="Controller URL (env JETFLEET_URL).",
     )(func)
 
@@ -129,6 +154,14 @@ def models_show(ref: str, url: str, as_json: bool) -> None:
                 click.echo(f"  {kind[:-1]:<8} {t['name']} {t['datatype']} {t['shape']}")
         for trt, summary in v.get("delegation", {}).items():
             click.echo(f"  trt {trt:<5}{summary['line']}")
+        for found in call_api(_profiles_of(v["name"], v["version"]), url):
+            p = found["profile"]
+            top = ", ".join(f"{o['op_type']} {o['share']:.0%} {o['device']}" for o in p["ops"][:5])
+            click.echo(f"  profile {found['device_id']}: {p['per_run_ms']:.3f} ms/run; {top}")
+
+
+def _profiles_of(name: str, version: str) -> Callable[[ControllerClient], Any]:
+    return lambda c: c.version_profiles(name, version)
 
 
 # --- artifacts -------------------------------------------------------------------------------

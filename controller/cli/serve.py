@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 
+from controller.broker_admin.base import choose_admin
 from controller.errors import ControllerError
 from controller.settings import (
     DATA_DIR_ENV,
     DEFAULT_EMBEDDED_BROKER,
     DEFAULT_HTTP,
+    DEFAULT_MAX_MQTT_PAYLOAD_BYTES,
+    DEFAULT_MAX_UPLOAD_BYTES,
     Settings,
     default_data_dir,
     default_db_url,
@@ -19,6 +25,50 @@ from controller.settings import (
     parse_host_port,
 )
 from shared.topics import DEFAULT_PREFIX, TopicError, Topics
+from shared.transport import MqttAuth
+
+_SIZE = re.compile(r"(?P<n>\d+)\s*(?P<unit>B?|[KMGT]i?B?)", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def parse_size(text: str) -> int:
+    """``2G``, ``512MiB``, ``64k`` or plain bytes → bytes (binary units); ValueError otherwise."""
+    match = _SIZE.fullmatch(text.strip())
+    if match is None or int(match["n"]) == 0:
+        raise ValueError(f"expected a positive size like 2G, 512M or 1048576, got {text!r}")
+    return int(match["n"]) * _UNITS[match["unit"][:1].lower()]
+
+
+class _Size(click.ParamType[int]):
+    name = "SIZE"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+_READABLE = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
+
+
+@dataclass(frozen=True)
+class Security:
+    """The TLS, broker-credential and size-limit options of ``jetfleet serve``."""
+
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    broker_ca: Path | None = None
+    broker_cert: Path | None = None
+    broker_key: Path | None = None
+    broker_user: str | None = None
+    broker_password_file: Path | None = None
+    max_upload: int = DEFAULT_MAX_UPLOAD_BYTES
+    max_mqtt_payload: int = DEFAULT_MAX_MQTT_PAYLOAD_BYTES
 
 
 @click.command("serve")
@@ -29,7 +79,8 @@ from shared.topics import DEFAULT_PREFIX, TopicError, Topics
     "--broker",
     "broker_url",
     metavar="URL",
-    help="External broker mqtt://host:port [default: start the embedded broker].",
+    help="External broker mqtt://host:port, or mqtts://host:port for TLS "
+    "[default: start the embedded broker].",
 )
 @click.option(
     "--http",
@@ -57,10 +108,59 @@ from shared.topics import DEFAULT_PREFIX, TopicError, Topics
 @click.option(
     "--public-url",
     metavar="URL",
-    help="Base URL agents download artifacts from [default: http://<http host>:<port>].",
+    help="Base URL agents download artifacts from [default: http(s)://<http host>:<port>].",
 )
 @click.option(
     "--topic-prefix", default=DEFAULT_PREFIX, show_default=True, help="MQTT topic prefix."
+)
+@click.option("--tls-cert", type=_READABLE, help="Serve HTTPS with this PEM certificate.")
+@click.option("--tls-key", type=_READABLE, help="PEM private key of --tls-cert.")
+@click.option(
+    "--broker-ca",
+    type=_READABLE,
+    help="CA bundle that signed the mqtts:// broker's certificate [default: system CAs].",
+)
+@click.option("--broker-cert", type=_READABLE, help="Client certificate for the broker (PEM).")
+@click.option("--broker-key", type=_READABLE, help="PEM private key of --broker-cert.")
+@click.option("--broker-user", metavar="NAME", help="The controller's broker user name.")
+@click.option(
+    "--broker-password-file",
+    type=_READABLE,
+    help="File holding the broker password of --broker-user (first line).",
+)
+@click.option(
+    "--max-upload",
+    type=_Size(),
+    default="2G",
+    show_default=True,
+    help="Largest model/artifact/reference upload; larger ones get HTTP 413.",
+)
+@click.option(
+    "--max-mqtt-payload",
+    type=_Size(),
+    default="1M",
+    show_default=True,
+    help="Larger MQTT messages from agents are dropped undecoded (counted as rejected).",
+)
+@click.option(
+    "--broker-admin",
+    type=click.Choice(["auto", "none", "dynsec", "embedded"]),
+    default="auto",
+    show_default=True,
+    help="Who keeps device broker credentials and topic ACLs: embedded = the embedded broker "
+    "(anonymous clients refused), dynsec = Mosquitto's dynamic security plugin (with "
+    "--broker-user/--broker-password-file, see `jetfleet broker config`), none = an anonymous "
+    "broker; auto = embedded without --broker, none with it.",
+)
+@click.option(
+    "--public-broker-url",
+    metavar="URL",
+    help="Broker URL enrolling devices are given [default: the one the controller uses].",
+)
+@click.option(
+    "--insecure-no-auth",
+    is_flag=True,
+    help="Serve the API without tokens: anyone who reaches it can change the fleet.",
 )
 def serve(
     db_url: str | None,
@@ -71,6 +171,18 @@ def serve(
     embedded: str,
     public_url: str | None,
     topic_prefix: str,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    broker_ca: Path | None,
+    broker_cert: Path | None,
+    broker_key: Path | None,
+    broker_user: str | None,
+    broker_password_file: Path | None,
+    max_upload: int,
+    max_mqtt_payload: int,
+    broker_admin: str,
+    public_broker_url: str | None,
+    insecure_no_auth: bool,
 ) -> None:
     """Run the controller until Ctrl-C (SIGINT) or SIGTERM."""
     from controller.server import run
@@ -81,8 +193,36 @@ def serve(
     for noisy in ("amqtt", "transitions", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
+        security = Security(
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            broker_ca=broker_ca,
+            broker_cert=broker_cert,
+            broker_key=broker_key,
+            broker_user=broker_user,
+            broker_password_file=broker_password_file,
+            max_upload=max_upload,
+            max_mqtt_payload=max_mqtt_payload,
+        )
         settings = _settings(
-            db_url, broker_url, http, data_dir, auto_migrate, embedded, public_url, topic_prefix
+            db_url,
+            broker_url,
+            http,
+            data_dir,
+            auto_migrate,
+            embedded,
+            public_url,
+            topic_prefix,
+            security,
+        )
+        if insecure_no_auth:
+            settings = dataclasses.replace(settings, auth_required=False)
+        if public_broker_url is not None:
+            parse_broker_url(public_broker_url)
+        settings = dataclasses.replace(
+            settings,
+            broker_admin=choose_admin(broker_admin, broker_url is not None),
+            public_broker_url=public_broker_url,
         )
         run(settings)
     except ControllerError as exc:
@@ -98,7 +238,9 @@ def _settings(
     embedded: str,
     public_url: str | None,
     topic_prefix: str,
+    security: Security | None = None,
 ) -> Settings:
+    sec = security or Security()
     data = data_dir or default_data_dir()
     http_host, http_port = parse_host_port(http, "--http")
     broker_host, broker_port = parse_host_port(embedded, "--embedded-broker")
@@ -119,4 +261,39 @@ def _settings(
         public_url=public_url,
         topic_prefix=topic_prefix,
         auto_migrate=auto_migrate,
+        broker_auth=_broker_auth(broker_url, sec),
+        tls_cert_file=sec.tls_cert,
+        tls_key_file=sec.tls_key,
+        max_upload_bytes=sec.max_upload,
+        max_mqtt_payload_bytes=sec.max_mqtt_payload,
+    )
+
+
+def _broker_auth(broker_url: str | None, sec: Security) -> MqttAuth:
+    """The controller's broker credential and TLS files; refuses options that cannot apply."""
+    tls_files = (sec.broker_ca, sec.broker_cert, sec.broker_key)
+    if any(tls_files) and not (broker_url or "").startswith("mqtts://"):
+        raise click.UsageError("--broker-ca/--broker-cert/--broker-key need --broker mqtts://...")
+    if (sec.broker_cert is None) != (sec.broker_key is None):
+        raise click.UsageError("--broker-cert and --broker-key go together")
+    if (sec.tls_cert is None) != (sec.tls_key is None):
+        raise click.UsageError("--tls-cert and --tls-key go together")
+    password = None
+    if sec.broker_password_file is not None:
+        if sec.broker_user is None:
+            raise click.UsageError("--broker-password-file needs --broker-user")
+        try:
+            lines = sec.broker_password_file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise click.BadParameter(
+                f"cannot read {sec.broker_password_file}: {exc}",
+                param_hint="--broker-password-file",
+            ) from exc
+        password = lines[0] if lines else ""
+    return MqttAuth(
+        username=sec.broker_user,
+        password=password,
+        ca_file=sec.broker_ca,
+        cert_file=sec.broker_cert,
+        key_file=sec.broker_key,
     )

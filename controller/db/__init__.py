@@ -4,6 +4,6 @@ Importing the package registers every table module on ``schema.Base.metadata``, 
 environment and the autogenerate check always see the whole schema.
 """
 
-from controller.db import schema, schema_health, schema_rollouts, schema_security
+from controller.db import schema, schema_health, schema_jobs, schema_rollouts, schema_security
 
-__all__ = ["schema", "schema_health", "schema_rollouts", "schema_security"]
+__all__ = ["schema", "schema_health", "schema_jobs", "schema_rollouts", "schema_security"]

@@ -84,6 +84,8 @@ class DeviceIdentityRow(Base):
 
     device_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     broker_username: Mapped[str] = mapped_column(String(128))
+    broker_password_hash: Mapped[str | None] = mapped_column(String(256))
+    """``pbkdf2-sha512$<iterations>$<salt>$<hash>``: the embedded broker checks logins with it."""
     api_token_id: Mapped[str | None] = mapped_column(String(32))
     enrolled_at: Mapped[datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[datetime | None]

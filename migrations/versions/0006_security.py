@@ -54,6 +54,7 @@ def upgrade() -> None:
         "device_identities",
         sa.Column("device_id", sa.String(length=64), nullable=False),
         sa.Column("broker_username", sa.String(length=128), nullable=False),
+        sa.Column("broker_password_hash", sa.String(length=256), nullable=True),
         sa.Column("api_token_id", sa.String(length=32), nullable=True),
         sa.Column("enrolled_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),

@@ -18,6 +18,7 @@ class SeenRequest:
     path: str
     range: str | None
     status: int
+    authorization: str | None = None
 
 
 @dataclass
@@ -56,7 +57,8 @@ class ArtifactServer:
             def _answer(
                 self, status: int, body: bytes, rng: str | None, extra: dict[str, str] | None = None
             ) -> None:
-                server.requests.append(SeenRequest(self.path, rng, status))
+                seen = SeenRequest(self.path, rng, status, self.headers.get("Authorization"))
+                server.requests.append(seen)
                 self.send_response(status)
                 self.send_header("Content-Length", str(len(body)))
                 self.send_header("Accept-Ranges", "bytes")

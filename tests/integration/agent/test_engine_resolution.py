@@ -33,6 +33,7 @@ from controller.settings import Settings
 from shared.delegate import DelegateConfig
 from shared.engines import EngineManifest, LeaseOut
 from shared.messages import DeviceFacts
+from tests.integration.controller.conftest import api_client, new_token
 
 CONFIG = DelegateConfig()
 
@@ -58,7 +59,7 @@ def controller(mosquitto: str, tmp_path: Path) -> Iterator[Controller]:
 
 @pytest.fixture
 def api(controller: Controller) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=controller.http_url, timeout=10) as client:
+    with api_client(controller) as client:
         yield client
 
 
@@ -82,7 +83,8 @@ def devices(controller: Controller, tmp_path: Path) -> Iterator[Any]:
     made: list[Device] = []
 
     def make(name: str, lease_ttl_s: float = 60.0) -> Device:
-        store = StoreClient(controller.http_url)
+        token = new_token(controller, name, "device", device_id=name)
+        store = StoreClient(controller.http_url, token=token)
         device = Device(name, None, None, store)  # type: ignore[arg-type]
 
         def emit(kind: str, slot: str | None, message: str, **data: Any) -> None:

@@ -13,7 +13,7 @@ from controller.cli.analyze import analyze
 from controller.server import Controller
 from controller.settings import Settings
 from tests.analysis_models import mobilenet_v2_like
-from tests.integration.controller.conftest import start_controller
+from tests.integration.controller.conftest import admin_token, new_token, start_controller
 
 
 def run(*args: str) -> Result:
@@ -104,11 +104,12 @@ def controller(mosquitto: str, sqlite_url: str, tmp_path: Path) -> Iterator[Cont
 
 
 def test_a_pushed_model_version_is_downloaded_and_analysed(
-    controller: Controller, mobilenet_with_custom_op: Path
+    controller: Controller, mobilenet_with_custom_op: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from controller.cli.client import ControllerClient
 
-    with ControllerClient(controller.http_url) as client:
+    monkeypatch.setenv("JETFLEET_TOKEN", new_token(controller, "analyst", "viewer"))
+    with ControllerClient(controller.http_url, token=admin_token(controller)) as client:
         client.push_model(mobilenet_with_custom_op, "mnv2", "1.0")
     result = run("mnv2:1.0", "--trt", "10.1", "--url", controller.http_url)
     assert result.exit_code == 0, result.output

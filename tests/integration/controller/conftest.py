@@ -87,15 +87,41 @@ def db_controller(mosquitto: str, db_url: str, data_dir: Path, prefix: str) -> I
     c.stop()
 
 
+def admin_token(controller: Controller, name: str = "tests-admin") -> str:
+    """A new admin API token of ``controller``, made by its own token service."""
+    return new_token(controller, name, "admin")
+
+
+def new_token(controller: Controller, name: str, role: str, device_id: str | None = None) -> str:
+    """A new API token of ``role`` (``device``: bound to ``device_id``)."""
+    services = controller.services
+    assert services is not None, "start the controller first"
+    assert services.access is not None, "this controller was wired without access control"
+    return services.access.create(name, role, device_id=device_id).token
+
+
+def bearer(token: str) -> dict[str, str]:
+    """The ``Authorization`` header of ``token``."""
+    return {"Authorization": f"Bearer {token}"}
+
+
+def api_client(controller: Controller, timeout: float = 10) -> httpx.Client:
+    """An HTTP client of ``controller``'s API holding a fresh admin token."""
+    return httpx.Client(
+        base_url=controller.http_url, timeout=timeout, headers=bearer(admin_token(controller))
+    )
+
+
 @pytest.fixture
 def api(controller: Controller) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=controller.http_url, timeout=10) as client:
+    """The controller's API as an admin."""
+    with api_client(controller) as client:
         yield client
 
 
 @pytest.fixture
 def db_api(db_controller: Controller) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=db_controller.http_url, timeout=10) as client:
+    with api_client(db_controller) as client:
         yield client
 
 

@@ -7,7 +7,6 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 from click.testing import CliRunner, Result
 
@@ -19,13 +18,15 @@ from shared.topics import Channel, Topics
 from tests.analysis_models import mobilenet_v2_like
 from tests.conftest import free_port
 from tests.integration.controller.agent_messages import reported, telemetry
-from tests.integration.controller.conftest import MqttPeer, poll
+from tests.integration.controller.conftest import MqttPeer, admin_token, api_client, poll
 
 
 @pytest.fixture
 def run(controller: Controller) -> Callable[..., Result]:
+    runner = CliRunner(env={"JETFLEET_TOKEN": admin_token(controller)})
+
     def invoke(*args: str) -> Result:
-        return CliRunner().invoke(cli, [*args, "--url", controller.http_url])
+        return runner.invoke(cli, [*args, "--url", controller.http_url])
 
     return invoke
 
@@ -77,7 +78,7 @@ def test_push_stores_the_static_analysis_per_tensorrt_version(
     assert delegation["10.1"]["flop_share"] == 1.0  # the custom op itself costs no FLOPs
     assert delegation["10.1"]["node_share"] < 1
 
-    with httpx.Client(base_url=controller.http_url) as http:
+    with api_client(controller) as http:
         report = http.get("/api/v1/models/mnv2/versions/1/analysis", params={"trt": "10.1"})
         assert report.status_code == 200
         assert len(report.json()["partitions"]) == 2

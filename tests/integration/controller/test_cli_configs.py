@@ -18,15 +18,17 @@ from shared.codec import encode
 from shared.messages import SlotPhase, SlotStatus
 from shared.topics import Channel, Topics
 from tests.integration.controller.agent_messages import now
-from tests.integration.controller.conftest import MqttPeer, poll
+from tests.integration.controller.conftest import MqttPeer, admin_token, poll
 from tests.integration.controller.test_configs import ORIN, jetson_reported
 from tests.integration.controller.test_engine_store import ENGINE_BYTES, manifest
 
 
 @pytest.fixture
 def run(controller: Controller) -> Callable[..., Result]:
+    runner = CliRunner(env={"JETFLEET_TOKEN": admin_token(controller)})
+
     def invoke(*args: str) -> Result:
-        return CliRunner().invoke(cli, [*args, "--url", controller.http_url])
+        return runner.invoke(cli, [*args, "--url", controller.http_url])
 
     return invoke
 

@@ -6,7 +6,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import httpx
 import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
@@ -18,7 +17,7 @@ from shared.codec import decode, encode
 from shared.messages import DesiredState
 from shared.topics import Channel, Topics
 from tests.integration.controller.agent_messages import reported
-from tests.integration.controller.conftest import MqttPeer, poll, start_controller
+from tests.integration.controller.conftest import MqttPeer, api_client, poll, start_controller
 
 
 @pytest.fixture
@@ -83,7 +82,7 @@ def test_controller_republishes_desired_state_after_restart(
             agent.publish(topics.device("gw-1", Channel.REPORTED), encode(reported("gw-1", {})))
         finally:
             agent.close()
-        with httpx.Client(base_url=first.http_url, timeout=10) as api:
+        with api_client(first) as api:
             poll(lambda: api.get("/api/v1/devices/gw-1").status_code == 200, what="gw-1")
             api.put("/api/v1/models/classifier/versions/1", content=classifier())
             api.post(

@@ -136,7 +136,9 @@ def test_upload_an_engine_then_a_twin_finds_and_downloads_it(db_api: httpx.Clien
     # storing the manifest released the builder's lease: the twin may now take it
     assert db_api.post(f"/api/v1/engines/{key}/lease", json={"device_id": "gw-2"}).json()["granted"]
     got = EngineManifest.model_validate(db_api.get(f"/api/v1/engines/{key}").json())
-    assert got == m
+    assert got.model_copy(update={"signed": None}) == m
+    assert got.signed is not None, "the controller signs the engines it accepts"
+    assert (got.signed.manifest.name, got.signed.manifest.sha256) == (key, m.sha256)
     assert [e["engine_key"] for e in db_api.get("/api/v1/engines").json()] == [key]
     download = db_api.get(f"/api/v1/artifacts/{m.sha256}")
     assert download.content == ENGINE_BYTES

@@ -20,7 +20,7 @@ from shared.messages import DesiredState
 from shared.topics import Channel, Topics
 from tests.analysis_models import mobilenet_v2_like
 from tests.integration.controller.agent_messages import reported
-from tests.integration.controller.conftest import MqttPeer, poll
+from tests.integration.controller.conftest import MqttPeer, admin_token, poll
 
 
 def test_desired_slot_carries_reference_outputs_that_match_onnx_runtime(
@@ -44,7 +44,7 @@ def test_desired_slot_carries_reference_outputs_that_match_onnx_runtime(
     )
     reference = doc.slots[0].reference
     assert reference is not None
-    npz_bytes = httpx.get(reference.url).content
+    npz_bytes = api.get(reference.url).content
     assert len(npz_bytes) == reference.size
     with np.load(io.BytesIO(npz_bytes)) as npz:
         inputs, outputs = npz["input:image"], npz["output:probabilities"]
@@ -74,7 +74,7 @@ def test_an_operator_npz_replaces_the_computed_references(
     np.savez(npz, **{"input:image": images, "output:probabilities": outputs})
 
     (tmp_path / "m.onnx").write_bytes(model)
-    result = CliRunner().invoke(
+    result = CliRunner(env={"JETFLEET_TOKEN": admin_token(controller)}).invoke(
         cli,
         ["models", "push", str(tmp_path / "m.onnx"), "--name", "classifier", "--version", "2",
          "--reference", str(npz), "--url", controller.http_url],

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from controller.server import Controller
 from shared.codec import encode
 from shared.topics import Channel, Topics
-from tests.integration.controller.conftest import MqttPeer, poll
+from tests.integration.controller.conftest import MqttPeer, new_token, poll
 from tests.integration.health.samples import sample
 
 
@@ -39,7 +39,11 @@ def test_follow_prints_new_samples_live(
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        env={
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            "JETFLEET_TOKEN": new_token(controller, "t", "viewer"),
+        },
     )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")))  # type: ignore[union-attr]

@@ -2,6 +2,8 @@
 
 Needs Debian's ``chromium`` package (``apt-get install chromium``); the test fails with that
 message when it is missing. The screenshot is kept under the test's tmp dir and its path printed.
+Each page is opened through the login link ``/login?next=<page>#token=<viewer token>``: the login
+page submits the token itself and the browser follows the redirect with the session cookie.
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import pytest
 
 from controller.server import Controller
-from tests.integration.controller.conftest import MqttPeer, poll
+from tests.integration.controller.conftest import MqttPeer, new_token, poll
 from tests.integration.health.test_health_api import publish_fleet
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -55,6 +58,11 @@ def browse(url: str, *extra: str, cwd: Path) -> str:
     return result.stdout
 
 
+def logged_in(controller: Controller, page: str, token: str) -> str:
+    """The URL that logs a browser in with ``token`` and then opens ``page``."""
+    return f"{controller.http_url}/login?{urlencode({'next': page})}#token={token}"
+
+
 def test_dashboard_renders_device_table_and_charts(
     controller: Controller,
     api: httpx.Client,
@@ -65,18 +73,22 @@ def test_dashboard_renders_device_table_and_charts(
     publish_fleet(controller, peers, prefix)
     poll(lambda: api.get("/api/v1/ingest").json()["accepted"] >= 64, what="64 messages stored")
 
-    fleet = browse(f"{controller.http_url}/dashboard", "--dump-dom", cwd=tmp_path)
+    viewer = new_token(controller, "wall-screen", "viewer")
+    refused = browse(f"{controller.http_url}/dashboard", "--dump-dom", cwd=tmp_path)
+    assert '<form id="login"' in refused  # no cookie yet: the login page
+    fleet = browse(logged_in(controller, "/dashboard", viewer), "--dump-dom", cwd=tmp_path)
     rows = re.findall(r"<tr data-device=\"([^\"]+)\" data-health=\"([^\"]+)\"", fleet)
     assert sorted(rows) == [("gw-hot", "degraded"), ("gw-ok", "healthy")]
     assert "temperature 95.0 °C above 85 °C" in fleet
 
-    device = browse(f"{controller.http_url}/dashboard/devices/gw-hot", "--dump-dom", cwd=tmp_path)
+    device_page = logged_in(controller, "/dashboard/devices/gw-hot", viewer)
+    device = browse(device_page, "--dump-dom", cwd=tmp_path)
     drawn = re.findall(r'class="jf-chart" data-rendered="(\w+)"', device)
     assert drawn.count("true") >= 5, drawn  # latency, throughput, load, temperature, memory...
     assert device.count('class="jf-line"') >= 6
     assert "kkkkkkkkkkkkkkkk" in device  # active engine (from telemetry)
 
     shot = tmp_path / "device.png"
-    browse(f"{controller.http_url}/dashboard/devices/gw-hot", f"--screenshot={shot}", cwd=tmp_path)
+    browse(device_page, f"--screenshot={shot}", cwd=tmp_path)
     assert shot.stat().st_size > 10_000
     print(f"dashboard screenshot: {shot}")

@@ -50,8 +50,10 @@ class SimAgent:
         *,
         fail_versions: Iterable[str] = (),
         download: bool = False,
+        token: str | None = None,
     ) -> None:
         self.device_id = device_id
+        self._headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.labels = labels or {}
         self.fail_versions = set(fail_versions)
         self.download = download
@@ -108,7 +110,7 @@ class SimAgent:
         if self.download:
             for slot in desired.slots:
                 if self.active.get(slot.name) != slot.version:
-                    data = httpx.get(slot.artifact.url, timeout=60).content
+                    data = httpx.get(slot.artifact.url, headers=self._headers, timeout=60).content
                     assert hashlib.sha256(data).hexdigest() == slot.artifact.sha256
         with self._lock:
             self.documents += 1

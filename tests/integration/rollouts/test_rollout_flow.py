@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from controller.cli.main import cli
 from controller.settings import Settings
+from tests.integration.controller.conftest import admin_token, api_client
 from tests.integration.rollouts.conftest import Fleet, poll, prepare, start_controller
 
 FAILING = {"gw-03", "gw-11", "gw-17"}
@@ -31,7 +32,7 @@ def test_three_failures_abort_at_threshold_and_roll_back(
     db_url: str, settings_for: Callable[[str], Settings], sim_fleet: Fleet
 ) -> None:
     controller = start_controller(settings_for(db_url))
-    api = httpx.Client(base_url=controller.http_url, timeout=30)
+    api = api_client(controller, timeout=30)
     try:
         prepare(api, sim_fleet, 30, FAILING)
         body = {
@@ -99,7 +100,7 @@ def test_controller_restarted_mid_wave_completes_the_rollout(
 ) -> None:
     settings = settings_for(sqlite_url)
     controller = start_controller(settings)
-    api = httpx.Client(base_url=controller.http_url, timeout=30)
+    api = api_client(controller, timeout=30)
     try:
         prepare(api, sim_fleet, 30, set())
         body = {
@@ -116,7 +117,7 @@ def test_controller_restarted_mid_wave_completes_the_rollout(
     assert rollout_in_db_is_active(settings, rid)
     controller = start_controller(settings)
     try:
-        api = httpx.Client(base_url=controller.http_url, timeout=30)
+        api = api_client(controller, timeout=30)
         out = poll(lambda: finished(api, rid), 60, "the rollout to finish after the restart")
         assert out["state"] == "succeeded", out
         assert {t["status"] for t in out["targets"]} == {"succeeded"}
@@ -126,7 +127,8 @@ def test_controller_restarted_mid_wave_completes_the_rollout(
 
         # operations through the CLI: rollback of the finished rollout, then a refusal
         url = controller.http_url
-        result = CliRunner().invoke(cli, ["rollouts", "rollback", rid, "--url", url])
+        runner = CliRunner(env={"JETFLEET_TOKEN": admin_token(controller)})
+        result = runner.invoke(cli, ["rollouts", "rollback", rid, "--url", url])
         assert result.exit_code == 0, result.output
         assert "rolled_back" in result.output
         poll(
@@ -134,12 +136,12 @@ def test_controller_restarted_mid_wave_completes_the_rollout(
             30,
             "every agent back on 1.0.0",
         )
-        refused = CliRunner().invoke(cli, ["rollouts", "pause", rid, "--url", url])
+        refused = runner.invoke(cli, ["rollouts", "pause", rid, "--url", url])
         assert refused.exit_code == 1
         assert "cannot pause rollout" in refused.output
-        listed = CliRunner().invoke(cli, ["rollouts", "ls", "--url", url])
+        listed = runner.invoke(cli, ["rollouts", "ls", "--url", url])
         assert rid in listed.output
-        shown = CliRunner().invoke(cli, ["rollouts", "watch", rid, "--once", "--url", url])
+        shown = runner.invoke(cli, ["rollouts", "watch", rid, "--once", "--url", url])
         assert "gw-29" in shown.output
     finally:
         api.close()

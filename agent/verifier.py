@@ -1,0 +1,183 @@
+"""The agent's artifact checks: signed manifests, rollback authorisations, key rotations.
+
+The daemon calls :meth:`ArtifactVerifier.check_model` before it downloads and again before it
+builds, validates or swaps a model, and the engine resolver calls :meth:`check_engine` on an
+engine pulled from the fleet store before it enters the cache. A refusal raises
+:class:`ArtifactRefused` (permanent until the desired state changes): the slot fails with the
+reason, an ``artifact_refused`` event carries it, and what served before keeps serving.
+Decisions are :mod:`shared.trust_policy`'s; signatures are checked by :mod:`agent.signatures`.
+
+An agent without a pinned fleet key (never enrolled: development set-ups, most tests) checks
+nothing and logs one warning per model version (and per engine) that it installs unverified.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from agent import signatures
+from agent.errors import PermanentError
+from agent.trust_store import TrustStore
+from shared.engines import EngineManifest
+from shared.manifests import ENGINE_VERSION
+from shared.messages import DesiredState, ModelSlot
+from shared.trust_policy import (
+    Expected,
+    Refusal,
+    RollbackEvidence,
+    SignatureVerdict,
+    Verifier,
+    check_manifest,
+    follow_endorsements,
+)
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[..., None]
+"""``emit(kind, slot, message, **data)``: publishes an Event (the daemon's ``_event``)."""
+
+
+class ArtifactRefused(PermanentError):
+    """The artifact's signed manifest does not allow installing it; ``reason`` is the code."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(f"refused: {refusal.message}")
+        self.reason = refusal.reason.value
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _log_only(kind: str, slot: str | None, message: str, **data: Any) -> None:
+    log.info("%s %s: %s %s", kind, slot, message, data)
+
+
+class ArtifactVerifier:
+    """Checks artifacts against the pinned fleet key; records what was installed."""
+
+    def __init__(
+        self,
+        trust: TrustStore,
+        device_id: str,
+        emit: Emit = _log_only,
+        clock: Callable[[], datetime] = _utcnow,
+        verify: Verifier = signatures.verify,
+    ) -> None:
+        self.trust = trust
+        self._device_id = device_id
+        self._emit = emit
+        self._clock = clock
+        self._verify = verify
+        self._warned: set[str] = set()
+        self._refused_links: set[tuple[str, str]] = set()
+
+    def follow_rotation(self, desired: DesiredState) -> None:
+        """Adopt the rotations in ``desired`` that the active key (transitively) endorses."""
+        active = self.trust.active_key()
+        if active is None or not desired.fleet_keys:
+            return
+        outcome = follow_endorsements(
+            active.key_id,
+            active.public_key,
+            self.trust.known_key_ids(),
+            desired.fleet_keys,
+            self._verify,
+        )
+        for endorsement in outcome.adopted:
+            self.trust.adopt(endorsement)
+            self._emit(
+                "key_rotated",
+                None,
+                f"fleet key {endorsement.key_id} replaces {endorsement.endorsed_by}",
+                key_id=endorsement.key_id,
+                endorsed_by=endorsement.endorsed_by,
+            )
+        for endorsement, why in outcome.refused:
+            link = (endorsement.key_id, endorsement.endorsed_by)
+            if link in self._refused_links:
+                continue
+            self._refused_links.add(link)
+            message = f"refused fleet key {endorsement.key_id}: {why}"
+            log.warning("%s", message)
+            self._emit(
+                "key_refused",
+                None,
+                message,
+                key_id=endorsement.key_id,
+                endorsed_by=endorsement.endorsed_by,
+                reason=why,
+            )
+
+    def check_model(self, slot: ModelSlot, desired: DesiredState) -> None:
+        """:class:`ArtifactRefused` unless ``slot``'s artifact may be installed now."""
+        if not self._pinned(f"model {slot.name} {slot.version}"):
+            return
+        signed = slot.artifact.signed
+        rollback = slot.rollback
+        refusal = check_manifest(
+            signed,
+            self._verdict(signed.manifest.key_id, signed.manifest.payload(), signed.signature)
+            if signed is not None
+            else "invalid",
+            Expected("model", slot.name, slot.version, slot.artifact.sha256, slot.artifact.size),
+            self._clock(),
+            installed=self.trust.installed(slot.name),
+            rollback=RollbackEvidence(
+                rollback,
+                self._verdict(rollback.key_id, rollback.payload(), rollback.signature)
+                if rollback is not None
+                else "invalid",
+                self._device_id,
+            ),
+        )
+        if refusal is not None:
+            raise ArtifactRefused(refusal)
+
+    def check_engine(self, manifest: EngineManifest, engine_key: str) -> None:
+        """:class:`ArtifactRefused` unless the pulled engine ``engine_key`` is signed as such."""
+        if not self._pinned(f"engine {engine_key[:12]}"):
+            return
+        signed = manifest.signed
+        refusal = check_manifest(
+            signed,
+            self._verdict(signed.manifest.key_id, signed.manifest.payload(), signed.signature)
+            if signed is not None
+            else "invalid",
+            Expected("engine", engine_key, ENGINE_VERSION, manifest.sha256, manifest.size),
+            self._clock(),
+        )
+        if refusal is not None:
+            raise ArtifactRefused(refusal)
+
+    def installed(self, slot: ModelSlot, generation: int) -> None:
+        """``slot``'s version now serves: its serial is the model's new high-water mark."""
+        signed = slot.artifact.signed
+        if signed is None or not self.trust.pinned:
+            return
+        self.trust.record_install(
+            slot.name, slot.version, signed.manifest.serial, generation, slot.artifact.sha256
+        )
+
+    def _pinned(self, what: str) -> bool:
+        if self.trust.pinned:
+            return True
+        if what not in self._warned:
+            self._warned.add(what)
+            log.warning(
+                "installing %s without verifying its signature: no fleet key is pinned "
+                "(enrol the agent with `jetfleet-agent enroll` to verify artifacts)",
+                what,
+            )
+        return False
+
+    def _verdict(self, key_id: str, payload: bytes, signature: str) -> SignatureVerdict:
+        key = self.trust.key(key_id)
+        if key is None:
+            return "unknown_key"
+        if key.retired_at is not None:
+            return "retired_key"
+        return "valid" if self._verify(key.public_key, payload, signature) else "invalid"

@@ -1,0 +1,79 @@
+"""Start the broker side of ``jetfleet serve``: the embedded broker (anonymous, or enforcing
+logins and ACLs) or an external one, and the :class:`BrokerAdmin` that matches.
+
+With ``broker_admin = "embedded"`` the controller logs in to its own broker with
+``Settings.broker_auth``'s user and password when both are given, else as
+``jetfleet-controller`` with a password made up at start and never written anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+from controller.broker_admin.base import BrokerAdmin, NoBrokerAdmin
+from controller.broker_admin.dynsec import DynsecAdmin
+from controller.broker_admin.embedded import AccessPolicy, EmbeddedAdmin
+from controller.broker_admin.passwords import new_password
+from controller.db.identity_store import IdentityStore
+from controller.embedded_broker import EmbeddedBroker
+from controller.enrolment import check_device_login
+from controller.errors import InvalidInput
+from controller.settings import Settings
+from shared.transport import MqttAuth
+
+EMBEDDED_CONTROLLER_USER = "jetfleet-controller"
+
+
+@dataclass
+class BrokerSide:
+    """The broker URL and credential the controller's bus uses, the admin, and what to stop."""
+
+    broker_url: str
+    bus_auth: MqttAuth
+    admin: BrokerAdmin
+    stoppers: list[Callable[[], None]] = field(default_factory=list)
+
+
+def start_broker_side(settings: Settings, identities: IdentityStore) -> BrokerSide:
+    """Start the embedded broker when no external one is given; pick the admin adapter."""
+    s = settings
+    if s.broker_url is None:
+        if s.broker_admin == "dynsec":
+            raise InvalidInput("--broker-admin dynsec needs an external Mosquitto: give --broker")
+        policy = None
+        auth = s.broker_auth
+        if s.broker_admin == "embedded":
+            user, password = auth.username, auth.password
+            if user is None or password is None:
+                user, password = EMBEDDED_CONTROLLER_USER, new_password()
+                auth = dataclasses.replace(auth, username=user, password=password)
+            policy = AccessPolicy(
+                s.topic_prefix, user, password, partial(check_device_login, identities)
+            )
+        broker = EmbeddedBroker(s.embedded_broker_host, s.embedded_broker_port, policy=policy)
+        broker.start()
+        admin: BrokerAdmin = NoBrokerAdmin() if policy is None else EmbeddedAdmin(broker.disconnect)
+        return BrokerSide(broker.url, auth, admin, [broker.stop])
+    if s.broker_admin == "embedded":
+        raise InvalidInput(
+            "--broker-admin embedded is for the embedded broker: leave out --broker, or use "
+            "--broker-admin dynsec with Mosquitto"
+        )
+    if s.broker_admin == "none":
+        return BrokerSide(s.broker_url, s.broker_auth, NoBrokerAdmin())
+    if s.broker_auth.username is None:
+        raise InvalidInput(
+            "--broker-admin dynsec needs the controller's broker user: give --broker-user and "
+            "--broker-password-file (`jetfleet broker config` writes both)"
+        )
+    dynsec = DynsecAdmin(s.broker_url, s.broker_auth, s.topic_prefix)
+    side = BrokerSide(s.broker_url, s.broker_auth, dynsec, [dynsec.stop])
+    try:
+        dynsec.ping()
+    except BaseException:
+        dynsec.stop()
+        raise
+    return side

@@ -1,0 +1,113 @@
+"""``jetfleet devices enroll-token|revoke|identities``: device enrolment from the operator's side.
+
+Added to the ``devices`` group by ``controller.cli.main``; they go through the API like the
+other operator commands (with the token of ``jetfleet login``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from controller.auth.tokens import parse_duration
+from controller.cli.client import ControllerClient
+from controller.cli.operator import api_options, call_api
+from controller.cli.render import emit_json, table
+
+
+def _post(client: ControllerClient, path: str, body: dict[str, Any] | None = None) -> Any:
+    return client._request("POST", path, json=body)
+
+
+def _get(client: ControllerClient, path: str) -> Any:
+    return client._request("GET", path)
+
+
+def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r}: expected KEY=VALUE", param_hint="--labels")
+        labels[key.strip()] = value.strip()
+    return labels
+
+
+@click.command("enroll-token")
+@click.option(
+    "--labels",
+    "label_pairs",
+    multiple=True,
+    metavar="K=V",
+    help="Label the enrolled device gets (repeat, or k=v,k2=v2).",
+)
+@click.option(
+    "--expires", default="24h", show_default=True, metavar="DURATION", help="e.g. 24h, 7d, 90m."
+)
+@click.option("--device", "device_id", metavar="ID", help="Only this device id may enrol with it.")
+@api_options
+def enroll_token(
+    label_pairs: tuple[str, ...], expires: str, device_id: str | None, url: str, as_json: bool
+) -> None:
+    """Create a one-time, expiring enrolment token; it is printed this once."""
+    try:
+        lifetime = parse_duration(expires)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--expires") from exc
+    pairs = tuple(p for item in label_pairs for p in item.split(",") if p.strip())
+    body = {
+        "labels": _labels(pairs),
+        "expires_in_s": lifetime.total_seconds(),
+        "device_id": device_id,
+    }
+    out = call_api(lambda c: _post(c, "/api/v1/enrol-tokens", body), url)
+    if as_json:
+        emit_json(out)
+        return
+    bound = f" for device {out['device_id']}" if out.get("device_id") else ""
+    click.echo(f"enrolment token {out['id']}{bound}, expires {str(out['expires_at'])[:19]} UTC:")
+    click.echo(out["token"])
+    click.echo(
+        f"On the gateway: jetfleet-agent enroll --controller {url} --token <token>"
+        + ("" if out.get("device_id") else " --device-id <id>"),
+        err=True,
+    )
+    click.echo("Keep it now: the token is not shown again and works once.", err=True)
+
+
+@click.command("revoke")
+@click.argument("device_id")
+@api_options
+def revoke_device(device_id: str, url: str, as_json: bool) -> None:
+    """Cut DEVICE_ID off at once: broker credential deleted (connection closed), API token
+    revoked. It can come back only by enrolling again with a new token."""
+    out = call_api(lambda c: _post(c, f"/api/v1/devices/{device_id}/revoke"), url)
+    if as_json:
+        emit_json(out)
+        return
+    click.echo(
+        f"revoked device {out['device_id']}: broker user {out['broker_username']} removed"
+        + (f", API token {out['api_token_id']} revoked" if out.get("api_token_id") else "")
+    )
+
+
+@click.command("identities")
+@api_options
+def identities(url: str, as_json: bool) -> None:
+    """List enrolled device identities (never their secrets)."""
+    out = call_api(lambda c: _get(c, "/api/v1/identities"), url)
+    if as_json:
+        emit_json(out)
+        return
+    rows = [
+        (
+            i["device_id"],
+            i["broker_username"],
+            i["api_token_id"],
+            str(i["enrolled_at"])[:19],
+            "revoked " + str(i["revoked_at"])[:19] if i.get("revoked_at") else "active",
+        )
+        for i in out
+    ]
+    click.echo(table(["device", "broker user", "api token", "enrolled", "state"], rows))

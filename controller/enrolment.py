@@ -1,0 +1,324 @@
+"""Device enrolment: one-time tokens in, a device identity out; revocation.
+
+An operator creates an enrolment token (``jfe_<id>.<secret>``, shown once, expiring, optionally
+bound to one device id and carrying labels). The agent exchanges it once for its identity:
+
+- a broker credential of its own (user ``dev-<id>``, random password) that the broker lets
+  publish and subscribe only under the device's own topics (:mod:`controller.broker_admin`);
+- an API token with role ``device`` bound to the device id (the ``jf_<id>.<secret>`` format of
+  :mod:`controller.auth.tokens`);
+- the fleet's public signing key, which the agent pins.
+
+Re-enrolling replaces the identity: the old broker credential is deleted and the old API token
+revoked. Revoking removes broker access at once (the live connection is closed, the credential
+no longer logs in) and revokes the API token. The token is claimed before anything is created
+and released again if a later step fails, so a failed enrolment can be retried with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from controller.auth.service import AccessControl
+from controller.broker_admin.acl import device_of_username, device_username
+from controller.broker_admin.base import BrokerAdmin
+from controller.broker_admin.passwords import (
+    PasswordHash,
+    hash_password,
+    new_password,
+    verify_password,
+)
+from controller.db.identity_store import EnrolTokenRecord, IdentityRecord, IdentityStore
+from controller.db.schema import utcnow
+from controller.errors import ControllerError, InvalidInput, NotFound
+from shared.topics import DEFAULT_PREFIX, TopicError, check_device_id
+
+logger = logging.getLogger(__name__)
+
+TOKEN_PREFIX = "jfe_"  # noqa: S105 - the wire prefix, not a secret
+_WIRE = re.compile(r"jfe_([0-9a-f]{12})\.([A-Za-z0-9_-]{43})")
+_LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
+MAX_EXPIRY = timedelta(days=30)
+DEFAULT_EXPIRY = timedelta(hours=24)
+MAX_LABELS = 64
+
+
+class EnrolmentRefused(ControllerError):
+    """The token is unknown (401), used or expired (410), or names another device (403)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class CreatedEnrolToken:
+    """A stored enrolment token and its wire form, shown this once."""
+
+    record: EnrolTokenRecord
+    token: str
+
+
+@dataclass(frozen=True)
+class IssuedIdentity:
+    """What an enrolled device receives; the agent keeps it in ``identity.json`` (0600)."""
+
+    device_id: str
+    controller_url: str
+    broker_url: str
+    topic_prefix: str
+    broker_username: str | None
+    broker_password: str | None
+    api_token: str | None
+    fleet_key: dict[str, str] | None
+    labels: dict[str, str]
+    enrolled_at: datetime
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "device_id": self.device_id,
+            "controller_url": self.controller_url,
+            "broker_url": self.broker_url,
+            "topic_prefix": self.topic_prefix,
+            "broker_username": self.broker_username,
+            "broker_password": self.broker_password,
+            "api_token": self.api_token,
+            "fleet_key": self.fleet_key,
+            "labels": self.labels,
+            "enrolled_at": self.enrolled_at.isoformat(),
+        }
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def check_labels(labels: dict[str, str]) -> dict[str, str]:
+    """Labels as the controller's selectors can use them; InvalidInput names a bad one."""
+    if len(labels) > MAX_LABELS:
+        raise InvalidInput(f"{len(labels)} labels: at most {MAX_LABELS}")
+    for key, value in labels.items():
+        if not _LABEL_KEY.match(key):
+            raise InvalidInput(
+                f"label key {key!r}: use up to 63 letters, digits and . _ / - "
+                "(starting with a letter or digit)"
+            )
+        if len(value) > 256 or any(c in value for c in ",="):
+            raise InvalidInput(f"label {key}={value!r}: at most 256 characters, no ',' or '='")
+    return dict(labels)
+
+
+class EnrolmentService:
+    """Creates enrolment tokens, enrols and revokes devices."""
+
+    def __init__(
+        self,
+        store: IdentityStore,
+        admin: BrokerAdmin,
+        access: AccessControl | None,
+        *,
+        controller_url: str,
+        broker_url: str,
+        topic_prefix: str = DEFAULT_PREFIX,
+        on_revoked: Callable[[str], None] | None = None,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.store = store
+        self.admin = admin
+        self.access = access
+        self.controller_url = controller_url
+        self.broker_url = broker_url
+        self.topic_prefix = topic_prefix
+        self._on_revoked = on_revoked
+        """Called with the device id after a revocation (the server marks the device offline:
+        Mosquitto drops the Last Will of a client it deletes, the ACL no longer allowing it)."""
+        self._clock = clock
+
+    def create_token(
+        self,
+        *,
+        labels: dict[str, str] | None = None,
+        expires_in: timedelta = DEFAULT_EXPIRY,
+        device_id: str | None = None,
+        created_by: str | None = None,
+    ) -> CreatedEnrolToken:
+        """Mint and store a one-time enrolment token; InvalidInput names a bad argument."""
+        if expires_in <= timedelta(0) or expires_in > MAX_EXPIRY:
+            raise InvalidInput("--expires must lie between 1 s and 30 days (e.g. 24h)")
+        if device_id is not None:
+            _check_device(device_id)
+        token_id = secrets.token_hex(6)
+        secret = secrets.token_urlsafe(32)
+        now = self._clock()
+        record = self.store.add_enrol_token(
+            token_id,
+            _digest(secret),
+            labels=check_labels(labels or {}),
+            device_id=device_id,
+            created_by=created_by,
+            now=now,
+            expires_at=now + expires_in,
+        )
+        return CreatedEnrolToken(record, f"{TOKEN_PREFIX}{token_id}.{secret}")
+
+    def tokens(self) -> list[EnrolTokenRecord]:
+        return self.store.enrol_tokens()
+
+    def identities(self) -> list[IdentityRecord]:
+        return self.store.identities()
+
+    def enrol(
+        self, token: str, device_id: str | None, labels: dict[str, str] | None = None
+    ) -> IssuedIdentity:
+        """Exchange ``token`` for the identity of ``device_id`` (or of the token's device)."""
+        record = self._usable_token(token)
+        chosen = record.device_id or device_id
+        if chosen is None:
+            raise InvalidInput("this enrolment token names no device: give --device-id ID")
+        if record.device_id is not None and device_id not in (None, record.device_id):
+            raise EnrolmentRefused(
+                f"enrolment token {record.id} is for device {record.device_id!r}, "
+                f"not {device_id!r}",
+                403,
+            )
+        _check_device(chosen)
+        now = self._clock()
+        if not self.store.claim_enrol_token(record.id, chosen, now):
+            raise EnrolmentRefused(f"enrolment token {record.id} was already used", 410)
+        try:
+            issued = self._issue(chosen, {**check_labels(labels or {}), **record.labels}, now)
+        except BaseException:
+            self.store.release_enrol_token(record.id)
+            raise
+        logger.info("device %s enrolled with token %s", chosen, record.id)
+        return issued
+
+    def revoke(self, device_id: str) -> IdentityRecord:
+        """Remove the device's broker access at once and revoke its API token."""
+        identity = self.store.revoke_identity(device_id, self._clock())
+        self._revoke_api_token(identity.api_token_id)
+        self.admin.remove_device(device_id, identity.broker_username)
+        if self._on_revoked is not None:
+            self._on_revoked(device_id)
+        logger.info("device %s revoked (broker user %s)", device_id, identity.broker_username)
+        return identity
+
+    def _usable_token(self, token: str) -> EnrolTokenRecord:
+        match = _WIRE.fullmatch(token.strip())
+        if match is None:
+            raise EnrolmentRefused(
+                "not a Jetfleet enrolment token (expected jfe_<id>.<secret>)", 401
+            )
+        token_id, secret = match.group(1), match.group(2)
+        record = self.store.enrol_token(token_id)
+        if record is None or not hmac.compare_digest(_digest(secret), record.secret_sha256):
+            raise EnrolmentRefused(f"unknown enrolment token {token_id}", 401)
+        if record.used_at is not None:
+            raise EnrolmentRefused(
+                f"enrolment token {token_id} was already used by {record.used_by} at "
+                f"{_stamp(record.used_at)}: create a new one with `jetfleet devices enroll-token`",
+                410,
+            )
+        if record.expires_at <= self._clock():
+            raise EnrolmentRefused(
+                f"enrolment token {token_id} expired at {_stamp(record.expires_at)}: "
+                "create a new one with `jetfleet devices enroll-token`",
+                410,
+            )
+        return record
+
+    def _issue(self, device_id: str, labels: dict[str, str], now: datetime) -> IssuedIdentity:
+        previous = self.store.identity(device_id)
+        username = device_username(device_id)
+        if previous is not None:
+            self._revoke_api_token(previous.api_token_id)
+            self.admin.remove_device(device_id, previous.broker_username)
+        password: str | None = None
+        password_hash: str | None = None
+        if self.admin.manages_credentials:
+            password = new_password()
+            password_hash = hash_password(password).encode()
+            self.admin.add_device(device_id, username, password)
+        api_token: str | None = None
+        api_token_id: str | None = None
+        try:
+            if self.access is not None:
+                created = self.access.create(
+                    device_id, "device", device_id=device_id, created_by="enrolment"
+                )
+                api_token, api_token_id = created.token, created.record.id
+            self.store.put_identity(
+                IdentityRecord(
+                    device_id=device_id,
+                    broker_username=username,
+                    broker_password_hash=password_hash,
+                    api_token_id=api_token_id,
+                    enrolled_at=now,
+                    revoked_at=None,
+                )
+            )
+        except BaseException:
+            self._revoke_api_token(api_token_id)
+            if password is not None:
+                self.admin.remove_device(device_id, username)
+            raise
+        return IssuedIdentity(
+            device_id=device_id,
+            controller_url=self.controller_url,
+            broker_url=self.broker_url,
+            topic_prefix=self.topic_prefix,
+            broker_username=username if password is not None else None,
+            broker_password=password,
+            api_token=api_token,
+            fleet_key=self.store.fleet_key(),
+            labels=labels,
+            enrolled_at=now,
+        )
+
+    def _revoke_api_token(self, token_id: str | None) -> None:
+        if token_id is None or self.access is None:
+            return
+        try:
+            self.access.revoke(token_id)
+        except NotFound:
+            logger.warning("API token %s of a device identity no longer exists", token_id)
+
+
+def _check_device(device_id: str) -> None:
+    try:
+        check_device_id(device_id)
+    except TopicError as exc:
+        raise InvalidInput(str(exc)) from exc
+
+
+def _stamp(when: datetime) -> str:
+    return when.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def check_device_login(store: IdentityStore, username: str, password: str) -> bool:
+    """True when ``username``/``password`` is an enrolled, unrevoked device credential (the
+    embedded broker asks this at every login)."""
+    device_id = device_of_username(username)
+    if device_id is None:
+        return False
+    identity = store.identity(device_id)
+    if (
+        identity is None
+        or identity.revoked_at is not None
+        or identity.broker_password_hash is None
+        or identity.broker_username != username
+    ):
+        return False
+    try:
+        stored = PasswordHash.decode(identity.broker_password_hash)
+    except ValueError:
+        return False
+    return verify_password(password, stored)

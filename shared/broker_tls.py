@@ -1,0 +1,71 @@
+"""What both MQTT adapters share about TLS to the broker: failure explanations, a closing socket.
+
+:func:`explain_connect_error` says why a connection failed, in one line that names the setting to
+fix. paho reports a failed attempt in two ways: an exception raised by the TCP connect or the TLS
+handshake (which the adapters read in ``on_connect_fail``), or, with TLS 1.3, a session the broker
+drops after the handshake (a missing or refused client certificate) that paho only logs as
+``failed to receive on socket: ...``. Both become the same kind of line here. The adapters pass
+:class:`FixNames` naming their own settings (agent config keys, controller CLI options).
+
+:class:`ClosingSSLSocket` closes itself when its handshake fails; paho drops such a socket without
+closing it (a ``ResourceWarning`` per failed attempt). The adapters build their ``SSLContext`` and
+set ``context.sslsocket_class`` to it. Pure: no file or network access here.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FixNames:
+    """How one program names the settings a TLS problem is fixed with."""
+
+    ca: str
+    client_cert: str
+
+
+AGENT_FIXES = FixNames(ca="broker_ca_file", client_cert="broker_cert_file and broker_key_file")
+CONTROLLER_FIXES = FixNames(ca="--broker-ca", client_cert="--broker-cert and --broker-key")
+
+
+def _client_cert_refused(text: str) -> bool:
+    lowered = text.lower().replace("_", " ")
+    return any(
+        marker in lowered
+        for marker in ("certificate required", "alert bad certificate", "alert unknown ca")
+    )
+
+
+def explain_connect_error(error: BaseException | str | None, fixes: FixNames) -> str:
+    """One line: what failed and, for TLS, which setting fixes it."""
+    if isinstance(error, ssl.SSLCertVerificationError):
+        detail = error.verify_message or str(error)
+        return (
+            f"TLS certificate check of the broker failed ({detail}): set {fixes.ca} to the CA "
+            "that signed the broker's certificate"
+        )
+    text = (error.reason or str(error)) if isinstance(error, ssl.SSLError) else str(error or "")
+    if _client_cert_refused(text):
+        return (
+            f"the broker refused the TLS session ({text}): it requires a client certificate "
+            f"it trusts; set {fixes.client_cert}"
+        )
+    if isinstance(error, ssl.SSLError):
+        return (
+            f"TLS handshake with the broker failed ({text}): is this port a TLS listener "
+            "(mqtts://), and does the broker accept this client?"
+        )
+    return text or "connection failed"
+
+
+class ClosingSSLSocket(ssl.SSLSocket):
+    """An ``SSLSocket`` that closes itself when the TLS handshake fails."""
+
+    def do_handshake(self, block: bool = False) -> None:
+        try:
+            super().do_handshake(block)
+        except BaseException:
+            self.close()
+            raise

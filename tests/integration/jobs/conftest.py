@@ -1,0 +1,167 @@
+"""A real controller (in-process, SQLite, the real Mosquitto) and a real agent daemon for jobs."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import paho.mqtt.client as mqtt
+import pytest
+from click.testing import CliRunner, Result
+from paho.mqtt.enums import CallbackAPIVersion
+
+from agent.daemon import AgentDaemon
+from agent.facts import probe_facts
+from agent.settings import AgentSettings
+from controller.cli.main import cli
+from controller.server import Controller
+from controller.settings import Settings, parse_broker_url
+from shared.topics import Channel, Topics
+from tests.conftest import free_port
+from tests.integration.controller.conftest import poll, start_controller
+
+DEVICE = "gw-jobs"
+
+
+class RunningAgent:
+    """The agent daemon on a thread, as the agent integration tests run it."""
+
+    def __init__(self, settings: AgentSettings) -> None:
+        self.daemon = AgentDaemon(settings, probe_facts())
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.daemon.run()
+        except BaseException as exc:
+            self.error = exc
+
+    def stop(self) -> None:
+        self.daemon.request_stop()
+        self.thread.join(60)
+        assert not self.thread.is_alive(), "agent did not stop"
+        assert self.error is None, f"agent failed: {self.error!r}"
+
+
+@dataclass
+class Fleet:
+    """One controller, one agent, and the ways a test talks to them."""
+
+    controller: Controller
+    api: httpx.Client
+    state_dir: Path
+    agent: RunningAgent | None = None
+
+    @property
+    def url(self) -> str:
+        return self.controller.http_url
+
+    def cli(self, *args: str) -> Result:
+        """``jetfleet ARGS --url <controller>`` in-process."""
+        return CliRunner().invoke(cli, [*args, "--url", self.url])
+
+    def device(self) -> dict[str, Any]:
+        response = self.api.get(f"/api/v1/devices/{DEVICE}")
+        assert response.status_code == 200, response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    def push(self, name: str, version: str, data: bytes) -> dict[str, Any]:
+        response = self.api.put(f"/api/v1/models/{name}/versions/{version}", content=data)
+        assert response.status_code in (200, 201), response.text
+        result: dict[str, Any] = response.json()
+        return result
+
+    def deploy_and_wait(self, name: str, version: str) -> None:
+        body = {"model": name, "version": version, "device": DEVICE}
+        response = self.api.post("/api/v1/deployments", json=body)
+        assert response.status_code == 200, response.text
+
+        def serving() -> bool:
+            slots = self.device()["reported"]
+            return any(
+                s["name"] == name and s["phase"] == "serving" and s["active_version"] == version
+                for s in slots
+            )
+
+        poll(serving, 120, f"{name}:{version} serving on {DEVICE}")
+
+    def start_agent(self) -> RunningAgent:
+        self.agent = RunningAgent(
+            AgentSettings(
+                device_id=DEVICE,
+                broker_url=self.controller.broker_url,
+                state_dir=self.state_dir,
+                serve_address=f"127.0.0.1:{free_port()}",
+                topic_prefix=self.controller.settings.topic_prefix,
+                telemetry_interval_s=5.0,
+                controller_url=self.url,
+            )
+        )
+        poll(lambda: self._known(), 60, f"{DEVICE} to report")
+        return self.agent
+
+    def stop_agent(self) -> None:
+        if self.agent is not None:
+            self.agent.stop()
+            self.agent = None
+
+    def _known(self) -> bool:
+        response = self.api.get(f"/api/v1/devices/{DEVICE}")
+        return response.status_code == 200 and response.json()["facts"] is not None
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in list(os.environ):
+        if name.upper().startswith("JETFLEET_") and not name.upper().startswith("JETFLEET_TEST"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
+@pytest.fixture
+def fleet(mosquitto: str, tmp_path: Path) -> Iterator[Fleet]:
+    settings = Settings(
+        db_url=f"sqlite:///{tmp_path}/controller.db",
+        broker_url=mosquitto,
+        data_dir=tmp_path / "data",
+        http_port=0,
+        topic_prefix=f"jobs-{uuid.uuid4().hex[:10]}/v1",
+        auto_migrate=True,
+        auth_required=False,
+    )
+    controller = start_controller(settings)
+    api = httpx.Client(base_url=controller.http_url, timeout=30)
+    made = Fleet(controller, api, tmp_path / "agent")
+    try:
+        made.start_agent()
+        yield made
+    finally:
+        made.stop_agent()
+        api.close()
+        controller.stop()
+        _clear_retained(mosquitto, Topics(settings.topic_prefix))
+
+
+def _clear_retained(broker: str, topics: Topics) -> None:
+    """Remove the retained documents this test left on the shared broker."""
+    host, port = parse_broker_url(broker)
+    client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"jobs-{uuid.uuid4().hex[:8]}")
+    client.connect(host, port)
+    client.loop_start()
+    try:
+        for channel in (Channel.DESIRED, Channel.REPORTED, Channel.STATUS):
+            client.publish(
+                topics.device(DEVICE, channel), b"", qos=1, retain=True
+            ).wait_for_publish(10)
+    finally:
+        client.disconnect()
+        client.loop_stop()
