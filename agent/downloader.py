@@ -15,13 +15,16 @@ import os
 import ssl
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urljoin, urlsplit
-
-import httpx
 
 from agent.durable_files import fsync_dir, sha256_file
 from agent.errors import ArtifactUnavailable, DownloadError, IntegrityError, SettingsError
 from shared.messages import ArtifactRef
+from shared.names import check_sha256
+
+if TYPE_CHECKING:  # httpx loads with the first download, not at agent start (issue 6)
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -29,13 +32,13 @@ CHUNK = 1 << 16
 
 
 def model_path(state_dir: Path, sha256: str) -> Path:
-    """Where the verified model with ``sha256`` lives."""
-    return state_dir / "models" / f"{sha256}.onnx"
+    """Where the verified model with ``sha256`` lives (InvalidName unless 64 hex digits)."""
+    return state_dir / "models" / f"{check_sha256(sha256)}.onnx"
 
 
 def part_path(state_dir: Path, sha256: str) -> Path:
-    """Where the partial download of ``sha256`` lives."""
-    return state_dir / "downloads" / f"{sha256}.part"
+    """Where the partial download of ``sha256`` lives (InvalidName unless 64 hex digits)."""
+    return state_dir / "downloads" / f"{check_sha256(sha256)}.part"
 
 
 def resolve_url(url: str, base_url: str | None) -> str:
@@ -92,16 +95,31 @@ class Downloader:
     ) -> None:
         """``token``: the agent's API token, sent to ``base_url``'s origin only; ``verify``:
         :func:`controller_tls` (True: the system's CA store)."""
+
         self._state_dir = state_dir
         self._base_url = base_url
         self._token = token
-        self._client = httpx.Client(
-            transport=transport, timeout=timeout_s, follow_redirects=True, verify=verify
-        )
+        self._client_args: dict[str, object] = {
+            "transport": transport,
+            "timeout": timeout_s,
+            "follow_redirects": True,
+            "verify": verify,
+        }
+        self._http: httpx.Client | None = None
+
+    @property
+    def _client(self) -> httpx.Client:
+        """The connection pool, made on first use."""
+        if self._http is None:
+            import httpx
+
+            self._http = httpx.Client(**self._client_args)  # type: ignore[arg-type]
+        return self._http
 
     def close(self) -> None:
         """Release the connection pool."""
-        self._client.close()
+        if self._http is not None:
+            self._http.close()
 
     def fetch(self, ref: ArtifactRef, on_progress: Callable[[], object] | None = None) -> Path:
         """The verified model file for ``ref``, downloading (or resuming) only what is missing.
@@ -137,6 +155,8 @@ class Downloader:
         expected_size: int,
         on_progress: Callable[[], object] | None = None,
     ) -> None:
+        import httpx
+
         offset = part.stat().st_size if part.exists() else 0
         headers = {"Range": f"bytes={offset}-"} if offset else {}
         authorized = self._token is not None and origin(url) == origin(self._base_url)

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
-
 from agent.durable_files import fsync_dir
 from agent.errors import AgentError
 
 if TYPE_CHECKING:
+    import httpx
+
     from agent.settings import AgentSettings
 
 IDENTITY_FILE = "identity.json"
@@ -125,9 +125,12 @@ def request_identity(
         "labels": dict(labels),
         "facts": dict(facts) if facts is not None else None,
     }
-    verify: str | bool = str(ca_file) if ca_file is not None else True
+    import httpx  # here, not at the top: agent.settings imports this module (idle RSS, issue 6)
+
+    from agent.downloader import controller_tls
+
     try:
-        response = httpx.post(url, json=body, timeout=timeout_s, verify=verify)
+        response = httpx.post(url, json=body, timeout=timeout_s, verify=controller_tls(ca_file))
     except httpx.HTTPError as exc:
         raise EnrolmentError(
             f"cannot reach the controller at {controller_url} ({exc.__class__.__name__}: {exc}): "

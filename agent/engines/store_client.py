@@ -13,12 +13,15 @@ import os
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
 from pydantic import ValidationError
 
 from agent.errors import IntegrityError, PermanentError, TransientError
 from shared.engines import ArtifactOut, EngineManifest, LeaseOut, LeaseRequest
+
+if TYPE_CHECKING:  # httpx loads with the first request, not at agent start (issue 6)
+    import httpx
 
 CHUNK = 1 << 20
 
@@ -54,20 +57,34 @@ class StoreClient:
     ) -> None:
         """``token``: the agent's API token (role device); ``verify``: see
         :func:`agent.downloader.controller_tls` (True: the system's CA store)."""
+
         self.base_url = base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else None
-        self._client = httpx.Client(
-            base_url=self.base_url,
-            transport=transport,
-            timeout=timeout_s,
-            headers=headers,
-            verify=verify,
-        )
+        self._client_args: dict[str, object] = {
+            "base_url": self.base_url,
+            "transport": transport,
+            "timeout": timeout_s,
+            "headers": headers,
+            "verify": verify,
+        }
+        self._http: httpx.Client | None = None
+
+    @property
+    def _client(self) -> httpx.Client:
+        """The connection pool, made on first use."""
+        if self._http is None:
+            import httpx
+
+            self._http = httpx.Client(**self._client_args)  # type: ignore[arg-type]
+        return self._http
 
     def close(self) -> None:
-        self._client.close()
+        if self._http is not None:
+            self._http.close()
 
     def _send(self, method: str, url: str, **kwargs: object) -> httpx.Response:
+        import httpx
+
         try:
             response = self._client.request(method, url, **kwargs)  # type: ignore[arg-type]
         except httpx.HTTPError as exc:
@@ -153,6 +170,8 @@ class StoreClient:
 
         ``size`` None: only the sha256 is checked (a config names a calibration cache by hash).
         """
+        import httpx
+
         digest = hashlib.sha256()
         written = 0
         url = f"/api/v1/artifacts/{sha256}"

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 
+from controller.auth.routes import principal_of
+from controller.auth.tokens import ANONYMOUS_ADMIN
 from controller.errors import ControllerError, InvalidInput
 from controller.rollouts.model import Operation, RolloutSpec
 from controller.rollouts.schemas import (
@@ -21,19 +23,24 @@ def rollouts_router(services: Services) -> APIRouter:
     """The rollout routes over ``services.rollouts``."""
     router = APIRouter(tags=["rollouts"])
 
+    def actor_of(request: Request, claimed: str) -> str:
+        """The token's name; what the request claims only when authentication is off."""
+        principal = principal_of(request)
+        return claimed if principal is ANONYMOUS_ADMIN else principal.name
+
     def service() -> RolloutService:
         if services.rollouts is None:
             raise ControllerError("rollouts are not enabled on this controller")
         return services.rollouts
 
     @router.post("/rollouts", status_code=201)
-    def create_rollout(body: RolloutCreate) -> RolloutOut:
+    def create_rollout(body: RolloutCreate, request: Request) -> RolloutOut:
         """Snapshot the targets, plan the waves and start the rollout."""
         spec = RolloutSpec.model_validate(body.model_dump(exclude={"actor", "strict"}))
         warnings = service().delegation_warnings(spec)
         if warnings and body.strict:
             raise InvalidInput("refused (strict): " + "; ".join(warnings))
-        out = rollout_out(service().create(spec, body.actor))
+        out = rollout_out(service().create(spec, actor_of(request, body.actor)))
         return out.model_copy(update={"warnings": warnings})
 
     @router.get("/rollouts")
@@ -52,8 +59,10 @@ def rollouts_router(services: Services) -> APIRouter:
         return [audit_out(e) for e in service().audit(rollout_id, limit)]
 
     @router.post("/rollouts/{rollout_id}/{op}")
-    def operate(rollout_id: str, op: Operation, actor: str = "operator") -> RolloutOut:
+    def operate(
+        rollout_id: str, op: Operation, request: Request, actor: str = "operator"
+    ) -> RolloutOut:
         """pause | resume | abort | rollback | retry (409 naming the state it needs)."""
-        return rollout_out(service().request(rollout_id, op, actor))
+        return rollout_out(service().request(rollout_id, op, actor_of(request, actor)))
 
     return router
