@@ -166,6 +166,9 @@ class AgentDaemon:
             if settings.controller_url
             else None
         )
+        self.verifier = ArtifactVerifier(
+            TrustStore.open(self._state_dir), self._device_id, emit=self._event
+        )
         self.jobs = JobRunner(
             JobHost(
                 runtime,
@@ -176,6 +179,7 @@ class AgentDaemon:
                 swapper=self.swapper,
                 fetch=self._downloader.fetch,
                 build_timeout_s=settings.build_timeout_s,
+                verify_model=self.verifier.check_job_artifact,
             ),
             self._event,
         )
@@ -183,9 +187,6 @@ class AgentDaemon:
             self._state_dir / "engines",
             settings.engine_cache_mib * 1024 * 1024,
             on_corrupt=lambda key, reason: self._event("error", None, reason, engine_key=key),
-        )
-        self.verifier = ArtifactVerifier(
-            TrustStore.open(self._state_dir), self._device_id, emit=self._event
         )
         self._resolver = EngineResolver(
             self.engines,

@@ -115,6 +115,8 @@ class JobHost:
     """The agent's downloader: a verified local copy of an artifact."""
     build_timeout_s: float = 3600.0
     available_providers: Callable[[], list[str]] = field(default=lambda: ort_providers())
+    verify_model: Callable[[str, str, JobArtifact], None] = field(default=lambda *_: None)
+    """Raises (ArtifactRefused) unless the job's model is signed with the fleet key."""
 
 
 def ort_providers() -> list[str]:
@@ -375,6 +377,7 @@ class JobRunner:
         modes: tuple[str | None, ...] = job.power_modes or (None,)
         steps = len(modes) * len(job.candidates)
         self._progress(job, 0, steps, f"fetching {job.model} {job.version}")
+        host.verify_model(job.model, job.version, job.artifact)
         onnx = host.fetch(_ref(job.artifact))
         reference = self._reference(job.reference)
         facts = host.facts()

@@ -22,6 +22,7 @@ from agent import signatures
 from agent.errors import PermanentError
 from agent.trust_store import TrustStore
 from shared.engines import EngineManifest
+from shared.jobs import JobArtifact
 from shared.manifests import ENGINE_VERSION
 from shared.messages import DesiredState, ModelSlot
 from shared.trust_policy import (
@@ -148,6 +149,23 @@ class ArtifactVerifier:
             if signed is not None
             else "invalid",
             Expected("engine", engine_key, ENGINE_VERSION, manifest.sha256, manifest.size),
+            self._clock(),
+        )
+        if refusal is not None:
+            raise ArtifactRefused(refusal)
+
+    def check_job_artifact(self, name: str, version: str, artifact: JobArtifact) -> None:
+        """:class:`ArtifactRefused` unless a job's model (built and timed beside what serves,
+        never installed) is signed as ``name`` ``version``; no rollback rule applies."""
+        if not self._pinned(f"model {name} {version}"):
+            return
+        signed = artifact.signed
+        refusal = check_manifest(
+            signed,
+            self._verdict(signed.manifest.key_id, signed.manifest.payload(), signed.signature)
+            if signed is not None
+            else "invalid",
+            Expected("model", name, version, artifact.sha256, artifact.size),
             self._clock(),
         )
         if refusal is not None:

@@ -24,8 +24,8 @@ payload is counted and dropped on the network thread instead of waiting in memor
 from __future__ import annotations
 
 import logging
-import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 
 logger = logging.getLogger(__name__)
@@ -34,25 +34,71 @@ _STOP = ("", b"")
 
 
 class _Lane:
+    """One FIFO and its worker thread.
+
+    The network thread's ``put`` is a ``deque.append`` (atomic under the GIL) plus a flag test;
+    it sets ``_wake`` only when the worker said it is about to sleep, and waits on ``_room`` only
+    when the lane is full. A ``queue.Queue`` took a lock and notified a condition per message,
+    which showed up as a fifth of the network thread's time at thousands of messages a second.
+    """
+
     def __init__(self, name: str, handle: Callable[[str, bytes], None], maxsize: int) -> None:
-        self.queue: queue.Queue[tuple[str, bytes]] = queue.Queue(maxsize=maxsize)
+        self._items: deque[tuple[str, bytes]] = deque()
+        self._maxsize = maxsize
         self._handle = handle
+        self._wake = threading.Event()
+        self._sleeping = False
+        self._room = threading.Event()
+        self._waiting_for_room = False
         self.thread = threading.Thread(target=self._run, name=f"jetfleet-inbox-{name}", daemon=True)
         self.high_water = 0
 
+    def __len__(self) -> int:
+        return len(self._items)
+
     def put(self, item: tuple[str, bytes]) -> None:
-        self.queue.put(item)
-        self.high_water = max(self.high_water, self.queue.qsize())
+        while len(self._items) >= self._maxsize:
+            self._room.clear()
+            self._waiting_for_room = True
+            if len(self._items) >= self._maxsize:
+                self._room.wait(0.5)
+        self._items.append(item)
+        if self._sleeping:
+            self._wake.set()
+        depth = len(self._items)
+        if depth > self.high_water:
+            self.high_water = depth
+
+    def put_stop(self) -> None:
+        """Queue the end marker past the bound (stop must not wait for room)."""
+        self._items.append(_STOP)
+        self._wake.set()
 
     def _run(self) -> None:
+        items = self._items
         while True:
-            item = self.queue.get()
+            try:
+                item = items.popleft()
+            except IndexError:
+                self._sleep()
+                continue
+            if self._waiting_for_room:
+                self._waiting_for_room = False
+                self._room.set()
             if item is _STOP:
                 return
             try:
                 self._handle(*item)
             except Exception:
                 logger.exception("ingest of %s failed; the message was dropped", item[0])
+
+    def _sleep(self) -> None:
+        """Wait for ``put``: announce the sleep first, then look once more, so no wake is lost."""
+        self._wake.clear()
+        self._sleeping = True
+        if not self._items:
+            self._wake.wait(1.0)
+        self._sleeping = False
 
 
 class Inbox:
@@ -86,7 +132,7 @@ class Inbox:
     @property
     def depth(self) -> int:
         """Messages waiting now, over all lanes."""
-        return sum(lane.queue.qsize() for lane in self._all())
+        return sum(len(lane) for lane in self._all())
 
     @property
     def high_water(self) -> int:
@@ -97,6 +143,6 @@ class Inbox:
         """Handle what is queued, then stop the workers."""
         for lane in self._all():
             if lane.thread.is_alive():
-                lane.queue.put(_STOP)
+                lane.put_stop()
         for lane in self._all():
             lane.thread.join(timeout_s)

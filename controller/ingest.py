@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from controller.api.schemas import IngestStats
 from controller.db.repository import Repository
@@ -22,7 +22,7 @@ from controller.errors import ControllerError
 from controller.ingest_batch import IngestBatcher
 from controller.log_throttle import LogThrottle
 from controller.settings import DEFAULT_MAX_MQTT_PAYLOAD_BYTES
-from shared.codec import MessageError, decode_for
+from shared.codec import MESSAGE_TYPES, MessageError, decode_for
 from shared.messages import Event, ReportedState, Status, Telemetry
 from shared.topics import Channel, Topics
 
@@ -85,7 +85,7 @@ class Ingest:
             return
         device_id, channel = parsed
         try:
-            message = decode_for(channel, payload)
+            message = _decode(channel, payload)
             claimed = getattr(message, "device_id", device_id)
             if claimed != device_id:
                 raise MessageError("device_id", f"is {claimed!r} but the topic names {device_id!r}")
@@ -106,6 +106,16 @@ class Ingest:
     def _count_written(self, count: int) -> None:
         with self._lock:
             self._accepted += count
+
+    def absorb(
+        self, accepted: int, rejected: Mapping[str, int], last_rejection: str | None
+    ) -> None:
+        """Add counts an ingest worker process handled (deltas since its previous report)."""
+        with self._lock:
+            self._accepted += accepted
+            self._rejected.update(rejected)
+            if last_rejection is not None:
+                self._last_rejection = last_rejection
 
     def stats(self) -> IngestStats:
         """Counts since start, for ``GET /api/v1/ingest``."""
@@ -133,3 +143,13 @@ class Ingest:
             self._repo.add_telemetry(message, now)
         elif isinstance(message, Event):
             self._repo.add_event(message, now)
+
+
+def _decode(channel: Channel, payload: bytes) -> BaseModel:
+    """Validate straight from JSON (no intermediate dicts, about half the time and garbage of
+    ``json.loads`` then ``model_validate``); a refused payload is decoded again by
+    :func:`decode_for` for its field-naming error."""
+    try:
+        return MESSAGE_TYPES[channel].model_validate_json(payload)
+    except ValidationError:
+        return decode_for(channel, payload)

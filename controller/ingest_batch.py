@@ -44,6 +44,32 @@ class BatchStats:
     """Samples persisted per second over the last few seconds."""
 
 
+@dataclass(frozen=True)
+class BatchCounts:
+    """What an ingest worker process's batcher did since its previous report (deltas)."""
+
+    samples_persisted: int = 0
+    samples_duplicate: int = 0
+    events_persisted: int = 0
+    batches: int = 0
+    write_errors: int = 0
+    dropped: int = 0
+    blocked_s: float = 0.0
+
+    @classmethod
+    def between(cls, before: BatchStats, after: BatchStats) -> BatchCounts:
+        """The counts ``after`` adds to ``before`` (two stats of the same batcher)."""
+        return cls(
+            samples_persisted=after.samples_persisted - before.samples_persisted,
+            samples_duplicate=after.samples_duplicate - before.samples_duplicate,
+            events_persisted=after.events_persisted - before.events_persisted,
+            batches=after.batches - before.batches,
+            write_errors=after.write_errors - before.write_errors,
+            dropped=after.dropped - before.dropped,
+            blocked_s=after.blocked_s - before.blocked_s,
+        )
+
+
 class IngestBatcher:
     """``submit`` from any thread; ``start``/``stop`` the writer; ``drain`` waits until written."""
 
@@ -76,6 +102,7 @@ class IngestBatcher:
         self._samples = self._duplicates = self._events = self._batches = 0
         self._errors = self._dropped = 0
         self._blocked = 0.0
+        self._remote_queues: dict[int, tuple[int, int]] = {}
         self.on_written: Callable[[int], None] | None = None
         """Called from the writer thread with the number of messages each batch handled."""
 
@@ -135,15 +162,34 @@ class IngestBatcher:
                 self._dirty |= dirty
         self._last_upkeep = time.monotonic()
 
+    def absorb(self, counts: BatchCounts) -> None:
+        """Add what an ingest worker process's own batcher wrote (see ``ingest_pool``)."""
+        with self._cond:
+            self._samples += counts.samples_persisted
+            self._duplicates += counts.samples_duplicate
+            self._events += counts.events_persisted
+            self._batches += counts.batches
+            self._errors += counts.write_errors
+            self._dropped += counts.dropped
+            self._blocked += counts.blocked_s
+            if counts.samples_persisted:
+                self._rate_window.append((time.monotonic(), self._samples))
+
+    def remote_queue(self, worker: int, queued: int, capacity: int) -> None:
+        """The queue depth and bound a worker process last reported (0, 0 once it is gone)."""
+        with self._cond:
+            self._remote_queues[worker] = (queued, capacity)
+
     def stats(self) -> BatchStats:
         with self._cond:
             window = list(self._rate_window)
             rate = 0.0
             if len(window) >= 2 and window[-1][0] > window[0][0]:
                 rate = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
+            remote = self._remote_queues.values()
             return BatchStats(
-                queued=len(self._items) + self._in_flight,
-                capacity=self._capacity,
+                queued=len(self._items) + self._in_flight + sum(q for q, _ in remote),
+                capacity=self._capacity + sum(c for _, c in remote),
                 samples_persisted=self._samples,
                 samples_duplicate=self._duplicates,
                 events_persisted=self._events,

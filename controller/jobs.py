@@ -27,8 +27,12 @@ from controller.config_layers import parse_scope
 from controller.configs import Configs, device_hardware_class
 from controller.db.job_store import JobEvent, JobRecord, JobStore
 from controller.db.repository import Repository
+from controller.desired import PlannedSlot
 from controller.errors import ControllerError, InvalidInput
 from controller.fleet import Fleet
+from controller.records import VersionRecord
+from controller.signing import FleetSigner
+from shared.delegate import DelegateConfig
 from shared.jobs import (
     CandidateError,
     Job,
@@ -44,6 +48,7 @@ from shared.jobs import (
     parse_candidates,
     recommend,
 )
+from shared.manifests import SignedManifest
 
 logger = logging.getLogger(__name__)
 
@@ -195,14 +200,30 @@ class JobService:
         catalog: Catalog,
         configs: Configs,
         fleet: Fleet,
+        signer: FleetSigner | None = None,
     ) -> None:
         self._store = store
         self._repo = repo
         self._catalog = catalog
         self._configs = configs
         self._fleet = fleet
+        self._signer = signer
         self._lock = threading.Lock()
         self._watermark = 0
+
+    def _sign(self, version: VersionRecord) -> SignedManifest | None:
+        """The version's signed manifest (the one its slots carry), for the job's artifact."""
+        if self._signer is None:
+            return None
+        slot = PlannedSlot(
+            version.model,
+            version.version,
+            version.sha256,
+            version.size,
+            DelegateConfig(),
+            model_version_id=version.id,
+        )
+        return self._signer.model_manifests([slot])[version.id]
 
     # --- create ------------------------------------------------------------------------------
 
@@ -255,7 +276,12 @@ class JobService:
             job_id=new_job_id(),
             model=version.model,
             version=version.version,
-            artifact=JobArtifact(url=shown.download_url, sha256=version.sha256, size=version.size),
+            artifact=JobArtifact(
+                url=shown.download_url,
+                sha256=version.sha256,
+                size=version.size,
+                signed=self._sign(version),
+            ),
             reference=JobArtifact(url=reference.url, sha256=reference.sha256, size=reference.size)
             if reference is not None
             else None,

@@ -1,8 +1,9 @@
 """The controller's MQTT client: the only module that imports paho.
 
 One paho client (v2 callback API, MQTT 3.1.1) with its own network thread. On every (re)connect
-it subscribes to what agents publish and calls ``on_connected``; inbound messages go to
-``on_message`` as (topic, payload). ``publish`` waits for the broker's PUBACK.
+it subscribes to ``subscriptions`` (by default everything agents publish) and calls
+``on_connected``; inbound messages go to ``on_message`` as (topic, payload). ``start`` returns
+once the broker granted the subscriptions; ``publish`` waits for the broker's PUBACK.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 import ssl
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -40,10 +42,20 @@ class MqttBus:
         on_connected: Callable[[], None] | None = None,
         publish_timeout_s: float = 10.0,
         auth: MqttAuth | None = None,
+        subscriptions: Sequence[str] | None = None,
+        client_name: str = "jetfleet-controller",
     ) -> None:
         self.broker_url = broker_url
         self._host, self._port = parse_broker_url(broker_url)
-        self._topics = topics
+        self._subscriptions = (
+            list(subscriptions)
+            if subscriptions is not None
+            else [topics.every_device(ch) for ch in AGENT_PUBLISHES]
+        )
+        self._subscribe_mid: int | None = None
+        self._suback = threading.Event()
+        """Set once the broker answered the first SUBSCRIBE (granted or refused)."""
+        self._subscribe_error: str | None = None
         self._on_message = on_message
         self._on_connected = on_connected
         self._timeout = publish_timeout_s
@@ -52,7 +64,7 @@ class MqttBus:
         self._paho_error: str | None = None
         self._client = mqtt.Client(
             CallbackAPIVersion.VERSION2,
-            client_id=f"jetfleet-controller-{uuid.uuid4().hex[:12]}",
+            client_id=f"{client_name}-{uuid.uuid4().hex[:12]}",
             protocol=mqtt.MQTTv311,
             clean_session=True,
         )
@@ -63,6 +75,7 @@ class MqttBus:
         self._client.on_log = self._handle_paho_log
         self._client.on_disconnect = self._handle_disconnect
         self._client.on_message = self._handle_message
+        self._client.on_subscribe = self._handle_subscribe
 
     def start(self, timeout_s: float = 10.0) -> None:
         """Connect and start the network thread; :class:`BusError` if not connected in time."""
@@ -71,17 +84,24 @@ class MqttBus:
         except (OSError, ValueError) as exc:
             raise BusError(f"cannot reach the MQTT broker at {self.broker_url}: {exc}") from exc
         self._client.loop_start()
-        if not self._connected.wait(timeout_s):
-            self.stop()
-            if self._connect_error is not None:
-                raise BusError(
-                    f"no connection to the MQTT broker at {self.broker_url} within "
-                    f"{timeout_s:.0f} s: {self._connect_error}"
-                )
+        deadline = time.monotonic() + timeout_s
+        if self._connected.wait(timeout_s):
+            self._suback.wait(max(0.0, deadline - time.monotonic()))
+            if self._subscribe_error is not None:
+                self.stop()
+                raise BusError(self._subscribe_error)
+            if self._suback.is_set():
+                return
+        self.stop()
+        if self._connect_error is not None:
             raise BusError(
-                f"no connection to the MQTT broker at {self.broker_url} within {timeout_s:.0f} s: "
-                "start the broker, or leave out --broker to use the embedded one"
+                f"no connection to the MQTT broker at {self.broker_url} within "
+                f"{timeout_s:.0f} s: {self._connect_error}"
             )
+        raise BusError(
+            f"no connection to the MQTT broker at {self.broker_url} within {timeout_s:.0f} s: "
+            "start the broker, or leave out --broker to use the embedded one"
+        )
 
     def stop(self) -> None:
         """Disconnect cleanly and stop the network thread."""
@@ -136,12 +156,36 @@ class MqttBus:
                 "MQTT broker %s refused the connection: %s", self.broker_url, reason_code
             )
             return
-        client.subscribe([(self._topics.every_device(ch), 1) for ch in AGENT_PUBLISHES])
+        if self._subscriptions:
+            _result, self._subscribe_mid = client.subscribe([(f, 1) for f in self._subscriptions])
+        else:
+            self._suback.set()
         self._connect_error = None
         self._connected.set()
         logger.info("connected to MQTT broker %s", self.broker_url)
         if self._on_connected is not None:
             self._on_connected()
+
+    def _handle_subscribe(
+        self,
+        _client: mqtt.Client,
+        _userdata: Any,
+        mid: int,
+        reason_codes: list[ReasonCode],
+        _properties: Properties | None,
+    ) -> None:
+        if mid != self._subscribe_mid:
+            return
+        refused = [f for f, code in zip(self._subscriptions, reason_codes) if code.is_failure]
+        if refused:
+            self._subscribe_error = (
+                f"the broker at {self.broker_url} refused the subscription to {refused[0]}: "
+                "allow it in the controller's broker ACL (`jetfleet broker config` writes it)"
+            )
+            logger.error("%s", self._subscribe_error)
+        else:
+            self._subscribe_error = None
+        self._suback.set()
 
     def _handle_connect_fail(self, _client: mqtt.Client, _userdata: Any) -> None:
         """paho calls this inside its ``except OSError``: the exception is the current one."""

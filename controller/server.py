@@ -138,7 +138,7 @@ class Controller:
             signer=signer,
             pending_jobs=pending_jobs(job_store),
         )
-        jobs = JobService(job_store, repo, catalog, configs, fleet)
+        jobs = JobService(job_store, repo, catalog, configs, fleet, signer=signer)
         rollout_store = RolloutStore(engine)
         rollout_loop = RolloutLoop(rollout_store, repo, fleet)
         rollouts = RolloutService(rollout_store, repo, catalog, configs, wake=rollout_loop.wake)

@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.delegate import DelegateConfig, OrtOptLevel, OrtProvider, Precision
+from shared.manifests import SignedManifest
 
 JOB_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{2,39}$"
 """Job ids name a directory on the device, so they are one safe path component."""
@@ -45,6 +46,11 @@ class JobArtifact(_Wire):
     url: str = Field(description="HTTP(S) URL (supports Range), as in a model slot.")
     sha256: str = Field(pattern=_SHA256, description="sha256 of the bytes, lower-case hex.")
     size: int = Field(ge=0, description="Size in bytes.")
+    signed: SignedManifest | None = Field(
+        default=None,
+        description="The model's manifest signed with the fleet key, as in a model slot; an "
+        "agent with a pinned key refuses a job artifact without a valid one.",
+    )
 
 
 class ProfileJob(_Wire):

@@ -2,7 +2,8 @@
 
 A device may publish only to ``<prefix>/<its id>/{reported,telemetry,events,status}`` (its Last
 Will goes to its own ``status``) and subscribe only to ``<prefix>/<its id>/desired``. The
-controller subscribes to those four channels of every device and publishes ``desired``.
+controller subscribes to those four channels of every device (its ingest worker processes to
+telemetry through the shared subscription :func:`ingest_share_filter`) and publishes ``desired``.
 :func:`device_acls` and :func:`controller_acls` spell the same rules as Mosquitto dynamic
 security ACL entries.
 """
@@ -22,6 +23,9 @@ DYNSEC_RESPONSE_TOPIC = f"{DYNSEC_TOPIC}/response"
 
 CONTROLLER_ROLE = "jetfleet-controller"
 """Dynamic security role of the controller's client: ingest, desired state, admin."""
+
+INGEST_SHARE_GROUP = "jetfleet-ingest"
+"""MQTT shared-subscription group of the controller's ingest worker processes."""
 
 SHARED_DEVICE_ROLE = "jetfleet-device"
 """Role every device client holds besides its own: explicit denials of the admin topics."""
@@ -87,6 +91,11 @@ def controller_may_publish(topic: str, prefix: str) -> bool:
     return parsed is not None and parsed[1] is Channel.DESIRED
 
 
+def ingest_share_filter(prefix: str) -> str:
+    """The shared subscription ingest workers split every device's telemetry through."""
+    return f"$share/{INGEST_SHARE_GROUP}/{Topics(prefix).every_device(Channel.TELEMETRY)}"
+
+
 def controller_may_subscribe(topic_filter: str, prefix: str) -> bool:
     """The controller subscribes to what agents publish, for every device or for one."""
     topics = Topics(prefix)
@@ -131,6 +140,8 @@ def controller_acls(prefix: str) -> list[dict[str, Any]]:
             _acl("publishClientReceive", every),
             _acl("unsubscribeLiteral", every),
         ]
+    share = ingest_share_filter(prefix)
+    acls += [_acl("subscribeLiteral", share), _acl("unsubscribeLiteral", share)]
     acls.append(_acl("publishClientSend", topics.every_device(Channel.DESIRED)))
     acls += [
         _acl("publishClientSend", DYNSEC_TOPIC),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import uuid
@@ -24,7 +25,14 @@ from controller.server import Controller
 from controller.settings import Settings, parse_broker_url
 from shared.topics import Channel, Topics
 from tests.conftest import free_port
-from tests.integration.controller.conftest import poll, start_controller
+from tests.integration.controller.conftest import (
+    admin_token,
+    bearer,
+    new_token,
+    poll,
+    start_controller,
+)
+from tests.integration.signing.harness import active_key
 
 DEVICE = "gw-jobs"
 
@@ -58,6 +66,8 @@ class Fleet:
     controller: Controller
     api: httpx.Client
     state_dir: Path
+    token: str
+    """An admin API token (the CLI's)."""
     agent: RunningAgent | None = None
 
     @property
@@ -65,8 +75,8 @@ class Fleet:
         return self.controller.http_url
 
     def cli(self, *args: str) -> Result:
-        """``jetfleet ARGS --url <controller>`` in-process."""
-        return CliRunner().invoke(cli, [*args, "--url", self.url])
+        """``jetfleet ARGS --url <controller> --token <admin>`` in-process."""
+        return CliRunner().invoke(cli, [*args, "--url", self.url, "--token", self.token])
 
     def device(self) -> dict[str, Any]:
         response = self.api.get(f"/api/v1/devices/{DEVICE}")
@@ -104,6 +114,7 @@ class Fleet:
                 topic_prefix=self.controller.settings.topic_prefix,
                 telemetry_interval_s=5.0,
                 controller_url=self.url,
+                api_token=new_token(self.controller, DEVICE, "device", device_id=DEVICE),
             )
         )
         poll(lambda: self._known(), 60, f"{DEVICE} to report")
@@ -136,11 +147,19 @@ def fleet(mosquitto: str, tmp_path: Path) -> Iterator[Fleet]:
         http_port=0,
         topic_prefix=f"jobs-{uuid.uuid4().hex[:10]}/v1",
         auto_migrate=True,
-        auth_required=False,
     )
     controller = start_controller(settings)
-    api = httpx.Client(base_url=controller.http_url, timeout=30)
-    made = Fleet(controller, api, tmp_path / "agent")
+    token = admin_token(controller)
+    api = httpx.Client(base_url=controller.http_url, timeout=30, headers=bearer(token))
+    made = Fleet(controller, api, tmp_path / "agent", token)
+    # Pinned as enrolment pins it: the agent then refuses job models without a valid signature.
+    key = active_key(settings)
+    made.state_dir.mkdir(parents=True)
+    (made.state_dir / "identity.json").write_text(
+        json.dumps(
+            {"device_id": DEVICE, "fleet_key": {"key_id": key.key_id, "public_key": key.public_key}}
+        )
+    )
     try:
         made.start_agent()
         yield made
