@@ -20,8 +20,6 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from agent.daemon import AgentDaemon
-from agent.facts import probe_facts
 from agent.settings import AgentSettings
 from controller.sample_models import classifier
 from shared.codec import decode_for, encode
@@ -37,6 +35,7 @@ from shared.messages import (
     Telemetry,
 )
 from shared.topics import Channel, Topics
+from tests.agent_runner import RunningAgent
 from tests.conftest import free_port
 from tests.integration.agent.artifact_server import ArtifactServer
 from tests.integration.batching.test_dynamic_batching import dense, metric
@@ -96,26 +95,6 @@ class Observer:
             self.client.publish(topic, b"", qos=1, retain=True).wait_for_publish(5)
         self.client.disconnect()
         self.client.loop_stop()
-
-
-class RunningAgent:
-    def __init__(self, settings: AgentSettings) -> None:
-        self.daemon = AgentDaemon(settings, probe_facts())
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.daemon.run()
-        except BaseException as exc:
-            self.error = exc
-
-    def stop(self) -> None:
-        self.daemon.request_stop()
-        self.thread.join(30)
-        assert not self.thread.is_alive(), "agent did not stop"
-        assert self.error is None, f"agent failed: {self.error!r}"
 
 
 @pytest.fixture(autouse=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,13 +16,12 @@ import pytest
 from click.testing import CliRunner, Result
 from paho.mqtt.enums import CallbackAPIVersion
 
-from agent.daemon import AgentDaemon
-from agent.facts import probe_facts
 from agent.settings import AgentSettings
 from controller.cli.main import cli
 from controller.server import Controller
 from controller.settings import Settings, parse_broker_url
 from shared.topics import Channel, Topics
+from tests.agent_runner import RunningAgent
 from tests.conftest import free_port
 from tests.integration.controller.conftest import (
     admin_token,
@@ -35,28 +33,6 @@ from tests.integration.controller.conftest import (
 from tests.integration.signing.harness import active_key
 
 DEVICE = "gw-jobs"
-
-
-class RunningAgent:
-    """The agent daemon on a thread, as the agent integration tests run it."""
-
-    def __init__(self, settings: AgentSettings) -> None:
-        self.daemon = AgentDaemon(settings, probe_facts())
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.daemon.run()
-        except BaseException as exc:
-            self.error = exc
-
-    def stop(self) -> None:
-        self.daemon.request_stop()
-        self.thread.join(60)
-        assert not self.thread.is_alive(), "agent did not stop"
-        assert self.error is None, f"agent failed: {self.error!r}"
 
 
 @dataclass

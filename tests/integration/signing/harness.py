@@ -18,8 +18,6 @@ import numpy as np
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from agent.daemon import AgentDaemon
-from agent.facts import probe_facts
 from agent.settings import AgentSettings
 from controller.db.repository import Repository
 from controller.db.schema import utcnow
@@ -202,28 +200,6 @@ class Wire:
             self.client.publish(topic, b"", qos=1, retain=True).wait_for_publish(5)
         self.client.disconnect()
         self.client.loop_stop()
-
-
-class RunningAgent:
-    """The real agent daemon in a thread (as the agent integration tests run it)."""
-
-    def __init__(self, settings: AgentSettings) -> None:
-        self.daemon = AgentDaemon(settings, probe_facts())
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.daemon.run()
-        except BaseException as exc:
-            self.error = exc
-
-    def stop(self) -> None:
-        self.daemon.request_stop()
-        self.thread.join(30)
-        assert not self.thread.is_alive(), "agent did not stop"
-        assert self.error is None, f"agent failed: {self.error!r}"
 
 
 def agent_settings(

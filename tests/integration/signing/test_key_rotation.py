@@ -25,8 +25,8 @@ from controller.sample_models import classifier
 from shared.manifests import KeyEndorsement
 from shared.messages import ModelSlot, SlotPhase
 from shared.topics import Topics
+from tests.agent_runner import RunningAgent
 from tests.integration.signing.harness import (
-    RunningAgent,
     Wire,
     active_key,
     agent_settings,

@@ -24,9 +24,9 @@ from controller.sample_models import anomaly, classifier
 from shared.manifests import SignedManifest
 from shared.messages import ArtifactRef, Event, ModelSlot, SlotPhase
 from shared.topics import Topics
+from tests.agent_runner import RunningAgent
 from tests.integration.agent.artifact_server import ArtifactServer
 from tests.integration.signing.harness import (
-    RunningAgent,
     Wire,
     active_key,
     agent_settings,
