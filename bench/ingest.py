@@ -5,10 +5,13 @@ Table 1, on one private Mosquitto started for the run (unbounded queues, so noth
   counting every message: the most this broker moves on this machine.
 - **controller**: the same publishers → ``jetfleet`` controller (paho, validation, batched
   writer) → PostgreSQL (COPY) [and SQLite with ``--sqlite``]: seconds from the first publish until
-  the last sample is persisted, checked by counting the rows.
+  the last sample is persisted, checked by counting the rows. Once with ingest in the controller
+  process and once per ``--ingest-workers`` count (default ``0,2``: in-process and two worker
+  processes on a shared subscription).
 Table 2: RSS and CPU of ``jetfleet-agent run`` (telemetry at 1 Hz, no models) over ``--idle-s``.
 
-Usage: ``python bench/ingest.py [--devices 100] [--per-device 500] [--pg URL] [--sqlite]``.
+Usage: ``python bench/ingest.py [--devices 100] [--per-device 500] [--pg URL] [--sqlite]
+[--ingest-workers 0,2]``.
 Writes ``bench/results/ingest.md``.
 """
 
@@ -29,6 +32,7 @@ from pathlib import Path
 
 import psutil
 
+from controller.ingest import tune_garbage_collector
 from controller.server import Controller
 from controller.settings import Settings
 from shared.codec import encode
@@ -162,7 +166,13 @@ def drop_pg(base_url: str, url: str) -> None:
 
 
 def through_controller(
-    db_url: str, port: int, prefix: str, files: list[tuple[str, Path]], total: int, workdir: Path
+    db_url: str,
+    port: int,
+    prefix: str,
+    files: list[tuple[str, Path]],
+    total: int,
+    workdir: Path,
+    ingest_workers: int,
 ) -> tuple[float, int, dict[str, float]]:
     settings = Settings(
         db_url=db_url,
@@ -171,22 +181,26 @@ def through_controller(
         http_port=0,
         topic_prefix=prefix,
         auto_migrate=True,
+        ingest_workers=ingest_workers,
     )
     controller = Controller(settings)
     controller.start()
+    tune_garbage_collector()  # as `jetfleet serve` does once started
     try:
         services = controller.services
         assert services is not None
         assert services.batcher is not None
         assert services.telemetry is not None
         batcher = services.batcher
+        telemetry = services.telemetry
         began = time.monotonic()
         pubs = publish_all(port, files)
         deadline = began + 600
         peak_queue = 0
-        while batcher.stats().samples_persisted < total and time.monotonic() < deadline:
+        # Rows in the database, not counters: worker processes report theirs with a lag.
+        while telemetry.counts()["samples"] < total and time.monotonic() < deadline:
             peak_queue = max(peak_queue, batcher.stats().queued)
-            time.sleep(0.05)
+            time.sleep(0.1)
         elapsed = time.monotonic() - began
         for p in pubs:
             p.wait(60)
@@ -248,10 +262,16 @@ def main() -> None:
         "--pg", default=DEFAULT_PG, help="PostgreSQL server URL (a database is created and dropped)"
     )
     parser.add_argument("--sqlite", action="store_true", help="also run the controller on SQLite")
+    parser.add_argument(
+        "--ingest-workers",
+        default="0,2",
+        help="comma-separated worker process counts to run the controller path with",
+    )
     parser.add_argument("--idle-s", type=float, default=30.0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     total = args.devices * args.per_device
+    worker_counts = [int(n) for n in str(args.ingest_workers).split(",") if n.strip()]
     rows: list[tuple[str, float, int]] = []
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="jf-bench-ingest-") as tmp:
@@ -265,21 +285,28 @@ def main() -> None:
             targets = [("PostgreSQL (COPY)", "pg")] + (
                 [("SQLite (executemany)", "sqlite")] if args.sqlite else []
             )
-            for label, kind in targets:
+            for (label, kind), workers in [(t, w) for t in targets for w in worker_counts]:
                 prefix = f"bench/{uuid.uuid4().hex[:6]}"
-                files = payload_files(workdir, prefix, args.devices, args.per_device, kind)
-                url = fresh_pg(args.pg) if kind == "pg" else f"sqlite:///{workdir}/bench.db"
+                tag = f"{kind}{workers}"
+                files = payload_files(workdir, prefix, args.devices, args.per_device, tag)
+                url = fresh_pg(args.pg) if kind == "pg" else f"sqlite:///{workdir}/{tag}.db"
                 try:
                     seconds, stored, extra = through_controller(
-                        url, port, prefix, files, total, workdir
+                        url, port, prefix, files, total, workdir, workers
                     )
                 finally:
                     if kind == "pg":
                         drop_pg(args.pg, url)
-                rows.append((f"mosquitto_pub -l → controller → {label}", seconds, stored))
+                how = (
+                    f"{workers} ingest worker{'s' if workers > 1 else ''}"
+                    if workers
+                    else "in-process ingest"
+                )
+                rows.append((f"mosquitto_pub -l → controller ({how}) → {label}", seconds, stored))
                 notes.append(
-                    f"{label}: {extra['batches']} batches, peak queue {extra['peak_queue']}, "
-                    f"backpressure waits {extra['blocked_s']:.2f} s, rows stored {stored}/{total}"
+                    f"{label}, {how}: {extra['batches']} batches, peak queue "
+                    f"{extra['peak_queue']}, backpressure waits {extra['blocked_s']:.2f} s, "
+                    f"rows stored {stored}/{total}"
                 )
             agent = idle_agent(port, args.idle_s, workdir)
         finally:
@@ -301,7 +328,8 @@ def main() -> None:
         [
             "# Telemetry ingest bench",
             "",
-            f"`python bench/ingest.py --devices {args.devices} --per-device {args.per_device}` "
+            f"`python bench/ingest.py --devices {args.devices} --per-device {args.per_device} "
+            f"--ingest-workers {args.ingest_workers}` "
             f"on {machine}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. One private "
             f"Mosquitto, {args.devices} simulated devices (one `mosquitto_pub -l` process each, "
             "QoS 1), each message one Telemetry JSON.",

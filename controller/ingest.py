@@ -7,6 +7,7 @@ sending huge messages can neither exhaust memory in the decoder nor flood the lo
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from collections import Counter
@@ -27,6 +28,18 @@ from shared.messages import Event, ReportedState, Status, Telemetry
 from shared.topics import Channel, Topics
 
 logger = logging.getLogger(__name__)
+
+
+def tune_garbage_collector() -> None:
+    """Keep the cyclic garbage collector off the start-up heap and let it run less often.
+
+    Call once a serving process has started. Each telemetry message allocates dozens of objects
+    that live until their batch is written; with the default thresholds, full collections that
+    walk every module, schema and connection object took a large share of ingest time (in-process
+    ingest about 7,500 → 9,800 messages/s in ``bench/ingest.py``).
+    """
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
 
 
 class Ingest:

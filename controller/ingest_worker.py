@@ -16,7 +16,6 @@ process group; the main process decides) and exits when the main process is gone
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import signal
@@ -35,7 +34,7 @@ from controller.db.session import make_engine
 from controller.db.telemetry_store import Retention, TelemetryStore
 from controller.errors import ControllerError
 from controller.inbox import Inbox
-from controller.ingest import Ingest
+from controller.ingest import Ingest, tune_garbage_collector
 from controller.ingest_batch import BatchCounts, BatchStats, IngestBatcher
 from controller.mqtt_bus import MqttBus
 from shared.topics import Channel, Topics
@@ -167,11 +166,7 @@ def worker_main(config: WorkerConfig, conn: Connection) -> None:
     except ControllerError as exc:
         worker.stop()
         _refuse(conn, str(exc))
-    # The heap built by imports and start-up never becomes garbage; keep the collector off it,
-    # and let it run less often: each sample allocates dozens of objects that live until their
-    # batch is written, which made full collections a large share of ingest time.
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
+    tune_garbage_collector()
     reporter = _Reporter(worker.ingest, worker.batcher)
     try:
         conn.send(("ready", os.getpid()))

@@ -176,7 +176,8 @@ class MqttBus:
     ) -> None:
         if mid != self._subscribe_mid:
             return
-        refused = [f for f, code in zip(self._subscriptions, reason_codes) if code.is_failure]
+        granted = zip(self._subscriptions, reason_codes, strict=False)
+        refused = [f for f, code in granted if code.is_failure]
         if refused:
             self._subscribe_error = (
                 f"the broker at {self.broker_url} refused the subscription to {refused[0]}: "

@@ -36,8 +36,9 @@ from controller.enrolment import EnrolmentService
 from controller.errors import ControllerError, DatabaseError
 from controller.fleet import Fleet
 from controller.inbox import Inbox
-from controller.ingest import Ingest
+from controller.ingest import Ingest, tune_garbage_collector
 from controller.ingest_batch import IngestBatcher
+from controller.ingest_pool import IngestWorkers, main_subscriptions, start_ingest_workers
 from controller.jobs import JobLoop, JobService, pending_jobs
 from controller.mqtt_bus import MqttBus
 from controller.rollouts.loop import RolloutLoop
@@ -63,6 +64,8 @@ class Controller:
         self._thread: threading.Thread | None = None
         self._republishers: list[threading.Thread] = []
         self.services: Services | None = None
+        self.ingest_workers: IngestWorkers | None = None
+        """Telemetry ingest processes (``Settings.ingest_workers`` > 0), else None."""
         self.http_url = ""
         self.broker_url = ""
 
@@ -120,12 +123,17 @@ class Controller:
         inbox = Inbox(ingest.handle, lanes=(Channel.TELEMETRY.value,), admit=ingest.admit)
         inbox.start()
         self._stoppers.append(inbox.stop)
+        workers = start_ingest_workers(s, broker_url, broker_side.bus_auth, ingest, batcher)
+        if workers is not None:
+            self._stoppers.append(workers.stop)
+            self.ingest_workers = workers
         bus = MqttBus(
             broker_url,
             topics,
             inbox.put,
             on_connected=self._republish_soon,
             auth=broker_side.bus_auth,
+            subscriptions=main_subscriptions(topics, s.ingest_workers),
         )
         job_store = JobStore(engine)
         fleet = Fleet(
@@ -268,6 +276,7 @@ def run(settings: Settings) -> None:
     """
     controller = Controller(settings)
     controller.start()
+    tune_garbage_collector()
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         controller.serve()

@@ -58,6 +58,9 @@ class Settings:
     """Largest model, artifact or reference upload; a bigger body is refused with 413."""
     max_mqtt_payload_bytes: int = DEFAULT_MAX_MQTT_PAYLOAD_BYTES
     """Larger MQTT messages from agents are dropped undecoded and counted as rejected."""
+    ingest_workers: int = 0
+    """Telemetry ingest processes fed by an MQTT shared subscription (external Mosquitto only);
+    0 keeps ingest in the controller process (controller/ingest_pool.py)."""
 
     @property
     def http_scheme(self) -> str:

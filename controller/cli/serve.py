@@ -158,6 +158,14 @@ class Security:
     help="Broker URL enrolling devices are given [default: the one the controller uses].",
 )
 @click.option(
+    "--ingest-workers",
+    type=click.IntRange(0, 64),
+    default=0,
+    show_default=True,
+    help="Processes that store telemetry, fed by an MQTT shared subscription (needs --broker "
+    "with Mosquitto); 0 ingests in the controller process.",
+)
+@click.option(
     "--insecure-no-auth",
     is_flag=True,
     help="Serve the API without tokens: anyone who reaches it can change the fleet.",
@@ -182,6 +190,7 @@ def serve(
     max_mqtt_payload: int,
     broker_admin: str,
     public_broker_url: str | None,
+    ingest_workers: int,
     insecure_no_auth: bool,
 ) -> None:
     """Run the controller until Ctrl-C (SIGINT) or SIGTERM."""
@@ -223,6 +232,7 @@ def serve(
             settings,
             broker_admin=choose_admin(broker_admin, broker_url is not None),
             public_broker_url=public_broker_url,
+            ingest_workers=ingest_workers,
         )
         run(settings)
     except ControllerError as exc:

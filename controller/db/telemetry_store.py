@@ -107,6 +107,12 @@ _PG_MERGE = (
 )
 
 
+_ROLLUP_LOCK = 0x6A66_726F_6C6C
+"""PostgreSQL advisory lock key that takes rollup refreshes one at a time: ingest worker
+processes refresh the same (device, minute) rows, and two delete-then-insert at once collide on
+the primary key. SQLite's single writer lock already serialises them."""
+
+
 def _available() -> ColumnElement[Any]:
     return func.coalesce(_S.memory_available_bytes, _S.memory_total_bytes - _S.memory_used_bytes)
 
@@ -298,6 +304,8 @@ class TelemetryStore:
         names = [c.name for c in table.columns]
         try:
             with self._engine.begin() as conn:
+                if self._pg:
+                    conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _ROLLUP_LOCK})
                 for minute, devices in sorted(by_minute.items()):
                     ids = sorted(devices)
                     conn.execute(
