@@ -52,7 +52,7 @@ from agent.serving import ServingServer, create_app
 from agent.serving_core import ModelRegistry
 from agent.settings import AgentSettings
 from agent.slots import SlotRecord, utcnow
-from agent.state_store import downloaded, ensure_layout, load_desired, save_desired
+from agent.state_store import DESIRED_FILE, downloaded, ensure_layout, load_desired, save_desired
 from agent.swap_journal import Pointer, SwapJournal
 from agent.telemetry_loop import TelemetryLoop
 from agent.trust_store import TrustStore
@@ -308,9 +308,17 @@ class AgentDaemon:
                 self._retag()
 
     def _accept(self, desired: DesiredState, from_broker: bool) -> None:
+        source = "broker" if from_broker else DESIRED_FILE
+        if self.verifier.check_document(desired, self._observed, source) is not None:
+            return
         first_from_broker = from_broker and not self._heard_broker
         self._heard_broker = self._heard_broker or from_broker
         if desired.generation <= self._observed and not first_from_broker:
+            if from_broker and desired.generation == self._observed and self.verifier.trust.pinned:
+                # A verified republish (new signatures, a key rotation): keep it, change nothing.
+                save_desired(self._state_dir, desired)
+                self._desired = desired
+                self.verifier.follow_rotation(desired)
             log.debug("desired generation %d already observed", desired.generation)
             return
         if from_broker:

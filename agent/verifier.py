@@ -7,8 +7,13 @@ engine pulled from the fleet store before it enters the cache. A refusal raises
 reason, an ``artifact_refused`` event carries it, and what served before keeps serving.
 Decisions are :mod:`shared.trust_policy`'s; signatures are checked by :mod:`agent.signatures`.
 
+The daemon calls :meth:`ArtifactVerifier.check_document` on every desired document before it
+applies or keeps it (from the broker, and ``desired.json`` at start): a refused one is not
+applied nor written, one warning per generation is logged and a ``desired_refused`` event sent.
+
 An agent without a pinned fleet key (never enrolled: development set-ups, most tests) checks
-nothing and logs one warning per model version (and per engine) that it installs unverified.
+nothing: it accepts unsigned desired documents and logs one warning per model version (and per
+engine) that it installs unverified.
 """
 
 from __future__ import annotations
@@ -26,11 +31,15 @@ from shared.jobs import JobArtifact
 from shared.manifests import ENGINE_VERSION
 from shared.messages import DesiredState, ModelSlot
 from shared.trust_policy import (
+    DocumentRefusal,
     Expected,
+    PinnedKeys,
     Refusal,
     RollbackEvidence,
     SignatureVerdict,
+    SignedDocument,
     Verifier,
+    check_document,
     check_manifest,
     follow_endorsements,
 )
@@ -47,6 +56,10 @@ class ArtifactRefused(PermanentError):
     def __init__(self, refusal: Refusal) -> None:
         super().__init__(f"refused: {refusal.message}")
         self.reason = refusal.reason.value
+
+
+_MAX_REMEMBERED = 1024
+"""Refused generations remembered (one warning each); forgotten all at once past this."""
 
 
 def _utcnow() -> datetime:
@@ -75,6 +88,44 @@ class ArtifactVerifier:
         self._verify = verify
         self._warned: set[str] = set()
         self._refused_links: set[tuple[str, str]] = set()
+        self._refused_generations: set[int] = set()
+
+    def check_document(
+        self, desired: DesiredState, last_accepted: int, source: str = "broker"
+    ) -> DocumentRefusal | None:
+        """The refusal of ``desired`` (None: apply it); a refusal is logged and sent once per
+        generation. ``last_accepted``: the generation accepted last (-1: none); ``source``:
+        where the document came from (``broker``, or the kept file), for the event."""
+        active = self.trust.active_key()
+        keys = (
+            None
+            if active is None
+            else PinnedKeys(active.key_id, active.public_key, self.trust.known_key_ids())
+        )
+        refusal = check_document(
+            SignedDocument(
+                desired.generation, desired.signature, desired.signing_payload(), desired.fleet_keys
+            ),
+            keys,
+            last_accepted,
+            self._verify,
+        )
+        if refusal is None or desired.generation in self._refused_generations:
+            return refusal
+        if len(self._refused_generations) >= _MAX_REMEMBERED:
+            self._refused_generations.clear()
+        self._refused_generations.add(desired.generation)
+        log.warning("refused the desired document from %s: %s", source, refusal.message)
+        self._emit(
+            "desired_refused",
+            None,
+            refusal.message,
+            reason=refusal.reason.value,
+            generation=desired.generation,
+            key_id=desired.signature.key_id if desired.signature is not None else None,
+            source=source,
+        )
+        return refusal
 
     def follow_rotation(self, desired: DesiredState) -> None:
         """Adopt the rotations in ``desired`` that the active key (transitively) endorses."""

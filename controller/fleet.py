@@ -262,23 +262,23 @@ class Fleet:
         now = self._clock()
         signed = self._signer.documents(docs) if self._signer is not None else {}
         jobs = self._pending_jobs([d for d, _, _ in docs]) if self._pending_jobs else {}
-        messages = [
-            (
-                self._topics.device(device_id, Channel.DESIRED),
-                encode(
-                    desired_document(
-                        device_id,
-                        gen,
-                        slots,
-                        self._public_url,
-                        now,
-                        refs,
-                        signed.get(device_id),
-                        jobs=jobs.get(device_id, ()),
-                    )
-                ),
+        documents = [
+            desired_document(
+                device_id,
+                gen,
+                slots,
+                self._public_url,
+                now,
+                refs,
+                signed.get(device_id),
+                jobs=jobs.get(device_id, ()),
             )
             for device_id, gen, slots in docs
+        ]
+        if self._signer is not None:
+            documents = self._signer.sign_documents(documents)
+        messages = [
+            (self._topics.device(d.device_id, Channel.DESIRED), encode(d)) for d in documents
         ]
         self._publisher.publish_all(messages, qos=1, retain=True)
         for device_id, gen, slots in docs:

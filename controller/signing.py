@@ -11,6 +11,9 @@ reused until less than half of its validity is left or another key became active
 again. :class:`SignatureRefresher` republishes every desired document when a deployed version's
 manifest went stale, so a device that stays offline for weeks still finds valid manifests in
 its retained document, and devices learn about a rotation without waiting for a deployment.
+
+Every desired document is signed whole (:meth:`FleetSigner.sign_documents`) by the key at the
+end of the rotation chain it carries, so an enrolled agent refuses documents nobody signed.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from shared.engines import EngineManifest
 from shared.manifests import (
     ENGINE_VERSION,
     ArtifactKind,
+    DocumentSignature,
     KeyEndorsement,
     Manifest,
     RollbackAuthorization,
@@ -44,6 +48,7 @@ from shared.manifests import (
     b64encode,
     key_id_of,
 )
+from shared.messages import DesiredState
 
 logger = logging.getLogger(__name__)
 
@@ -219,6 +224,33 @@ class FleetSigner:
                 fleet_keys=chain,
             )
         return result
+
+    def sign_documents(self, docs: Sequence[DesiredState]) -> list[DesiredState]:
+        """Each document with its ``signature`` (over ``signing_payload()``), in order.
+
+        The signing key is the one the document's ``fleet_keys`` chain ends with (the active
+        key when it has none), so signature and chain always agree even when ``jetfleet keys
+        rotate`` ran between building the document and signing it.
+        """
+        if not docs:
+            return []
+        keys = {k.key_id: k for k in self._store.all_keys()}
+        active = self._require_active()
+        signed: list[DesiredState] = []
+        for doc in docs:
+            key = keys[doc.fleet_keys[-1].key_id] if doc.fleet_keys else active
+            signed.append(self.sign_document(doc, key))
+        return signed
+
+    def sign_document(self, doc: DesiredState, key: KeyRecord | None = None) -> DesiredState:
+        """``doc`` with its signature by ``key`` (None: as :meth:`sign_documents` chooses)."""
+        if key is None:
+            return self.sign_documents([doc])[0]
+        doc = doc.model_copy(update={"signature": None})
+        signature = b64encode(self._private_key(key).sign(doc.signing_payload()))
+        return doc.model_copy(
+            update={"signature": DocumentSignature(key_id=key.key_id, signature=signature)}
+        )
 
     def model_manifests(self, slots: Iterable[PlannedSlot]) -> dict[int, SignedManifest]:
         """The signed manifest of each slot's model version (stored, or signed and stored)."""

@@ -1,8 +1,9 @@
 """Engine-store messages (HTTP between agents and the controller's engine store).
 
 An engine is stored as a content-addressed artifact (its bytes) plus a manifest keyed by the
-engine key of :mod:`shared.engine_keys`. Builds are coordinated by a lease per engine key, so
-when twins need the same engine at once only one builds and the rest pull.
+engine key of :mod:`shared.engine_keys` and tuning tag (``TuningTag.label()``). Builds are
+coordinated by a lease per (engine key, tuning tag), so when twins in one power mode need the
+same engine at once only one builds and the rest pull.
 """
 
 from __future__ import annotations
@@ -45,12 +46,20 @@ class LeaseRequest(_Wire):
 
     device_id: str
     ttl_s: float = Field(default=600, gt=0, le=24 * 3600, description="Lease lifetime.")
+    tuning: str = Field(
+        default="default",
+        min_length=1,
+        max_length=128,
+        description="The tuning tag (TuningTag.label()) the caller builds under: one lease per "
+        "(engine key, tuning), so twins in each power mode wait for one build of their own.",
+    )
 
 
 class LeaseOut(_Wire):
     """The answer: granted to the caller, or held by another device until ``expires_at``."""
 
     engine_key: str
+    tuning: str = "default"
     granted: bool
     holder: str
     expires_at: datetime

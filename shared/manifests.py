@@ -12,6 +12,8 @@ always names exactly one key.
   the one it has, for one desired generation onwards (a replayed older authorisation is useless
   once a newer version was installed under a later generation).
 - :class:`KeyEndorsement` is a key rotation: the new public key, signed by the previous key.
+- :class:`DocumentSignature` signs a whole desired document (:func:`document_payload`), so who
+  can publish on a device's ``desired`` topic cannot freeze, undeploy or re-configure it.
 
 Signatures and keys travel as standard base64. This module is pure: cryptography lives in the
 two adapters (``controller.signing`` signs, ``agent.signatures`` verifies).
@@ -31,6 +33,8 @@ from shared.topics import DEVICE_ID_PATTERN
 SCHEMA_MANIFEST: Final = "jetfleet/manifest/1"
 SCHEMA_ROLLBACK: Final = "jetfleet/rollback/1"
 SCHEMA_ENDORSEMENT: Final = "jetfleet/key-endorsement/1"
+DOCUMENT_SIGNATURE_FIELD: Final = "signature"
+"""The top-level field of a signed document that holds its :class:`DocumentSignature`."""
 
 KEY_ID_PATTERN = r"^[0-9a-f]{16}$"
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
@@ -114,6 +118,28 @@ class KeyEndorsement(_Statement):
     def payload(self) -> bytes:
         """The bytes the signature covers (every field but the signature)."""
         return canonical_json(self.model_dump(mode="json", by_alias=True, exclude={"signature"}))
+
+
+class DocumentSignature(_Statement):
+    """The fleet key ``key_id``'s signature over :func:`document_payload` of a document."""
+
+    key_id: str = Field(pattern=KEY_ID_PATTERN)
+    signature: str = Field(pattern=B64_PATTERN, max_length=128)
+
+
+def document_payload(document: BaseModel) -> bytes:
+    """The bytes a :class:`DocumentSignature` covers: the canonical JSON of ``document`` (JSON
+    mode, wire aliases, fields left out of the wire form left out here too) without its
+    ``signature`` field. The document's own ``schema`` field is part of it, so a document
+    signature never passes for a manifest's or an endorsement's, nor the reverse.
+
+    Signer and verifier both dump the model, so what is verified is exactly what the agent acts
+    on; a field added later must be left out of the JSON at its default (``exclude_if``, as
+    ``DesiredState.jobs`` is) so documents signed before it still verify.
+    """
+    data = document.model_dump(mode="json", by_alias=True)
+    data.pop(DOCUMENT_SIGNATURE_FIELD, None)
+    return canonical_json(data)
 
 
 def key_id_of(public_key: bytes) -> str:

@@ -14,7 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shared.delegate import DelegateConfig
 from shared.jobs import Job
-from shared.manifests import KeyEndorsement, RollbackAuthorization, SignedManifest
+from shared.manifests import (
+    DocumentSignature,
+    KeyEndorsement,
+    RollbackAuthorization,
+    SignedManifest,
+    document_payload,
+)
 from shared.topics import DEVICE_ID_PATTERN
 
 SCHEMA_DESIRED: Final = "jetfleet/desired/1"
@@ -113,6 +119,16 @@ class DesiredState(WireModel):
         description="Profiling/tuning jobs to run once each (shared.jobs); left out of the "
         "JSON when there are none, so agents that predate jobs still accept the document.",
     )
+    signature: DocumentSignature | None = Field(
+        default=None,
+        exclude_if=lambda signature: signature is None,
+        description="The fleet key's signature over the rest of the document "
+        "(shared.manifests.document_payload); an agent with a pinned key refuses it without.",
+    )
+
+    def signing_payload(self) -> bytes:
+        """The bytes :attr:`signature` covers (the document without it)."""
+        return document_payload(self)
 
     @field_validator("slots")
     @classmethod
@@ -368,6 +384,7 @@ EventKind = Literal[
     "artifact_refused",
     "key_rotated",
     "key_refused",
+    "desired_refused",
     "job_progress",
     "job_result",
 ]

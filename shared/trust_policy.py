@@ -12,6 +12,8 @@ here, in this order, and the first failure is the refusal the slot and its event
 6. ``rollback``: its serial is lower than the installed one's, and no valid rollback
    authorisation for this device, model, version and serial, issued for a generation after the
    installed one's, came with it.
+
+Desired documents are decided by :func:`check_document` (signature, key, replay); see there.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Literal
 
 from shared.manifests import (
     ArtifactKind,
+    DocumentSignature,
     KeyEndorsement,
     Manifest,
     RollbackAuthorization,
@@ -265,4 +268,118 @@ def endorsement_problem(
         return f"key id {endorsement.key_id} is not the id of its public key ({key_id_of(raw)})"
     if not verify(signer_public_key, endorsement.payload(), endorsement.signature):
         return f"bad signature by key {endorsement.endorsed_by}"
+    return None
+
+
+# --- desired documents -------------------------------------------------------------------------
+
+
+class DocumentReason(str, Enum):
+    """Why a desired document was refused (the ``reason`` of the ``desired_refused`` event)."""
+
+    UNSIGNED = "unsigned"
+    UNKNOWN_KEY = "unknown_key"
+    BAD_SIGNATURE = "bad_signature"
+    REPLAY = "replay"
+
+
+@dataclass(frozen=True)
+class DocumentRefusal:
+    """A refused desired document: a reason code and one line for people."""
+
+    reason: DocumentReason
+    message: str
+
+
+@dataclass(frozen=True)
+class PinnedKeys:
+    """What the agent trusts: its active fleet key and every key id it ever pinned."""
+
+    active_key_id: str
+    active_public_key: str
+    known: frozenset[str]
+
+
+@dataclass(frozen=True)
+class SignedDocument:
+    """The parts of a desired document the decision needs."""
+
+    generation: int
+    signature: DocumentSignature | None
+    payload: bytes
+    """The bytes the signature covers (``DesiredState.signing_payload()``)."""
+    fleet_keys: Sequence[KeyEndorsement] = ()
+
+
+def document_signing_key(
+    keys: PinnedKeys, chain: Sequence[KeyEndorsement], verify: Verifier
+) -> tuple[str, str]:
+    """(key id, public key) a document carrying ``chain`` must be signed with.
+
+    The active pinned key when the chain brings no rotation the agent can follow from it;
+    otherwise the last key the chain validly endorses from the active key (what the agent will
+    pin once it accepts the document). A controller always signs with the key at the end of the
+    chain it sends, so a document signed by an earlier link is not one of its documents.
+    """
+    outcome = follow_endorsements(
+        keys.active_key_id, keys.active_public_key, keys.known, chain, verify
+    )
+    if not outcome.adopted:
+        return keys.active_key_id, keys.active_public_key
+    last = outcome.adopted[-1]
+    return last.key_id, last.public_key
+
+
+def check_document(
+    document: SignedDocument,
+    keys: PinnedKeys | None,
+    last_accepted: int,
+    verify: Verifier,
+) -> DocumentRefusal | None:
+    """The refusal of applying a desired document, or None to accept it.
+
+    ``keys`` None means the agent pinned no fleet key (never enrolled): every document is
+    accepted, signed or not (development set-ups, as for artifacts). Otherwise, in order:
+
+    1. ``unsigned``: the document carries no signature;
+    2. ``unknown_key``: it is signed by another key than :func:`document_signing_key` (a key
+       never pinned and not endorsed from the active one in the document's own chain, or one
+       a rotation retired); endorsements are thus followed only from a document that verifies;
+    3. ``bad_signature``: the signature does not verify (a field changed, a copied signature);
+    4. ``replay``: a valid document whose generation is lower than ``last_accepted`` (the same
+       generation is a retained republish and passes).
+    """
+    if keys is None:
+        return None
+    generation = document.generation
+    what = f"desired generation {generation}"
+    signature = document.signature
+    if signature is None:
+        return DocumentRefusal(
+            DocumentReason.UNSIGNED,
+            f"{what} is unsigned: not published by the controller (or by one without the "
+            "fleet key); the device keeps its last accepted document",
+        )
+    key_id, public_key = document_signing_key(keys, document.fleet_keys, verify)
+    if signature.key_id != key_id:
+        if signature.key_id == keys.active_key_id:
+            why = f"key {signature.key_id}, which its own rotation chain replaces with {key_id}"
+        elif signature.key_id in keys.known:
+            why = f"retired key {signature.key_id}: the active fleet key is {key_id}"
+        else:
+            why = f"unknown key {signature.key_id}: not a pinned fleet key nor one endorsed from it"
+        return DocumentRefusal(DocumentReason.UNKNOWN_KEY, f"{what} is signed by {why}")
+    if not verify(public_key, document.payload, signature.signature):
+        return DocumentRefusal(
+            DocumentReason.BAD_SIGNATURE,
+            f"bad signature on {what} by key {key_id}: the document was altered, or its "
+            "signature belongs to another document",
+        )
+    if generation < last_accepted:
+        return DocumentRefusal(
+            DocumentReason.REPLAY,
+            f"{what} is older than the accepted generation {last_accepted}: a replay (if the "
+            "controller's database was reset, delete desired.json in the agent's state "
+            "directory and restart it)",
+        )
     return None

@@ -10,9 +10,12 @@ URL, or the controller unreachable) the device builds on its own and keeps the e
 A pulled engine goes through ``verify(manifest, key)`` (the agent's signature check) before it
 enters the cache; a refusal deletes its bytes and propagates.
 
-A store manifest whose tuning differs from the device's current conditions is still used (it is
-valid) unless ``retune`` is asked: then the device builds an engine under its own conditions and
-keeps it locally, since the store holds one manifest per engine key (see the issue 3 report).
+The store keeps one manifest per (engine key, tuning tag), the tag being ``TuningTag.label()``
+(power mode and clocks). The device asks for its own tag first; a manifest of another tuning is
+still used (it is valid) unless ``retune`` is asked: then the device takes the build lease of
+(key, its tag), builds under its own conditions and uploads, and its twins in that power mode
+wait for that build and pull it. (Controller and agents ship together: this needs a store with
+the per-tuning API.)
 """
 
 from __future__ import annotations
@@ -72,17 +75,19 @@ def _no_event(kind: str, slot: str | None, message: str, **data: Any) -> None:
 class _LeaseKeeper:
     """Renews a granted build lease every third of its lifetime until stopped."""
 
-    def __init__(self, store: StoreClient, key: str, device_id: str, ttl_s: float) -> None:
+    def __init__(
+        self, store: StoreClient, key: str, tuning: str, device_id: str, ttl_s: float
+    ) -> None:
         self._stop = threading.Event()
         self._thread = threading.Thread(
-            target=self._run, args=(store, key, device_id, ttl_s), daemon=True
+            target=self._run, args=(store, key, tuning, device_id, ttl_s), daemon=True
         )
         self._thread.start()
 
-    def _run(self, store: StoreClient, key: str, device_id: str, ttl_s: float) -> None:
+    def _run(self, store: StoreClient, key: str, tuning: str, device_id: str, ttl_s: float) -> None:
         while not self._stop.wait(ttl_s / 3):
             try:
-                store.lease(key, device_id, ttl_s)
+                store.lease(key, device_id, ttl_s, tuning)
             except AgentError as exc:
                 log.warning("could not renew the build lease on %s: %s", key[:12], exc)
 
@@ -141,7 +146,7 @@ class EngineResolver:
         retune: bool = False,
     ) -> Resolved:
         """The engine of ``identity`` for ``slot``; BuildFailed (or a store error) when none."""
-        key = identity.key
+        key, tag = identity.key, identity.tuning.label()
         hit = self.cache.get(key)
         if hit is not None and not (
             retune and not tuning_matches(hit.manifest.tuning, identity.tuning)
@@ -150,22 +155,21 @@ class EngineResolver:
         store = self._store
         while store is not None:
             try:
-                manifest = store.get_manifest(key)
+                manifest = store.get_manifest(key, tag)
                 if manifest is not None and not (
                     retune and not tuning_matches(manifest.tuning, identity.tuning)
                 ):
                     return self._pull(store, manifest, identity)
-                if retune and manifest is not None:
-                    break
-                lease = store.lease(key, self._device_id, self._lease_ttl_s)
+                lease = store.lease(key, self._device_id, self._lease_ttl_s, tag)
             except StoreUnavailable as exc:
                 log.warning("engine store unavailable, building %s here: %s", key[:12], exc)
                 break
             if lease.granted:
                 return self._build(slot, onnx_path, identity, config, on_building, store)
             log.info(
-                "engine %s is being built by %s until %s; waiting to pull it",
+                "engine %s (%s) is being built by %s until %s; waiting to pull it",
                 key[:12],
+                tag,
                 lease.holder,
                 lease.expires_at.isoformat(),
             )
@@ -194,11 +198,12 @@ class EngineResolver:
     def _wait_for(
         self, store: StoreClient, lease: LeaseOut, identity: EngineIdentity
     ) -> Resolved | None:
-        """Poll for the manifest until it appears (pull) or the lease expires (None)."""
+        """Poll for the manifest of the lease's tuning until it appears (pull) or the lease
+        expires (None)."""
         delay = POLL_MIN_S
         while not self._cancelled():
-            manifest = store.get_manifest(lease.engine_key)
-            if manifest is not None:
+            manifest = store.get_manifest(lease.engine_key, lease.tuning)
+            if manifest is not None and manifest.tuning.label() == lease.tuning:
                 return self._pull(store, manifest, identity)
             left = (lease.expires_at - self._wall()).total_seconds()
             if left <= 0:
@@ -219,16 +224,18 @@ class EngineResolver:
         on_building: Callable[[], None] | None,
         store: StoreClient | None,
     ) -> Resolved:
-        key = identity.key
+        key, tag = identity.key, identity.tuning.label()
         if on_building is not None:
             on_building()
-        keeper = _LeaseKeeper(store, key, self._device_id, self._lease_ttl_s) if store else None
+        keeper = (
+            _LeaseKeeper(store, key, tag, self._device_id, self._lease_ttl_s) if store else None
+        )
         try:
             outcome = self._run_builder(slot, onnx_path, identity, config)
         except BuildFailed:
             if keeper is not None:
                 keeper.stop()
-                self._release(store, key)
+                self._release(store, key, tag)
             raise
         if keeper is not None:
             keeper.stop()
@@ -333,15 +340,15 @@ class EngineResolver:
             store.put_manifest(manifest)
         except StoreConflict as exc:
             log.warning("kept engine %s locally: %s", manifest.engine_key[:12], exc)
-            self._release(store, manifest.engine_key)
+            self._release(store, manifest.engine_key, manifest.tuning.label())
         except AgentError as exc:
             log.warning("could not share engine %s: %s", manifest.engine_key[:12], exc)
-            self._release(store, manifest.engine_key)
+            self._release(store, manifest.engine_key, manifest.tuning.label())
 
-    def _release(self, store: StoreClient | None, key: str) -> None:
+    def _release(self, store: StoreClient | None, key: str, tuning: str) -> None:
         if store is None:
             return
         try:
-            store.release(key, self._device_id)
+            store.release(key, self._device_id, tuning)
         except AgentError as exc:
             log.warning("could not release the build lease on %s: %s", key[:12], exc)

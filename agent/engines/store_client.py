@@ -1,7 +1,8 @@
 """HTTP client of the controller's engine store (the contract in shared.engines).
 
-``GET/PUT /api/v1/engines/{key}`` (manifests), ``POST/DELETE /api/v1/engines/{key}/lease``
-(who builds), ``POST /api/v1/artifacts`` and ``GET /api/v1/artifacts/{sha}`` (the bytes).
+``GET/PUT /api/v1/engines/{key}`` (manifests, one per tuning tag; GET takes ``?tuning=``),
+``POST/DELETE /api/v1/engines/{key}/lease`` (who builds, per key and tuning tag),
+``POST /api/v1/artifacts`` and ``GET /api/v1/artifacts/{sha}`` (the bytes).
 httpx errors are translated here, once: :class:`StoreUnavailable` (transient: connection
 errors, timeouts, 5xx) and :class:`StoreRejected` (the store said no: a 4xx it should not give).
 """
@@ -101,9 +102,11 @@ class StoreClient:
     def _reject(response: httpx.Response, what: str) -> StoreRejected:
         return StoreRejected(f"{what}: HTTP {response.status_code} {response.text[:300]}")
 
-    def get_manifest(self, key: str) -> EngineManifest | None:
-        """The stored manifest of ``key``; None when the store has none."""
-        response = self._send("GET", f"/api/v1/engines/{key}")
+    def get_manifest(self, key: str, tuning: str | None = None) -> EngineManifest | None:
+        """The stored manifest of ``key`` tuned under ``tuning`` (a ``TuningTag.label()``) when
+        the store has one, else one of another tuning; None when the store has none."""
+        params = {"tuning": tuning} if tuning is not None else None
+        response = self._send("GET", f"/api/v1/engines/{key}", params=params)
         if response.status_code == 404:
             return None
         if response.status_code != 200:
@@ -114,7 +117,7 @@ class StoreClient:
             raise StoreRejected(f"engine store sent an invalid manifest for {key}: {exc}") from exc
 
     def put_manifest(self, manifest: EngineManifest) -> None:
-        """Store ``manifest`` (this releases the key's build lease)."""
+        """Store ``manifest`` under its tuning (this releases that (key, tuning) build lease)."""
         response = self._send(
             "PUT",
             f"/api/v1/engines/{manifest.engine_key}",
@@ -123,14 +126,16 @@ class StoreClient:
         )
         if response.status_code == 409:
             raise StoreConflict(
-                f"engine store holds another manifest under {manifest.engine_key[:12]}"
+                f"engine store holds another manifest under {manifest.engine_key[:12]} "
+                f"({manifest.tuning.label()})"
             )
         if response.status_code not in (200, 201):
             raise self._reject(response, f"PUT engine {manifest.engine_key[:12]}")
 
-    def lease(self, key: str, device_id: str, ttl_s: float) -> LeaseOut:
-        """Ask to be the device that builds ``key`` (granted, or who holds it until when)."""
-        body = LeaseRequest(device_id=device_id, ttl_s=ttl_s)
+    def lease(self, key: str, device_id: str, ttl_s: float, tuning: str = "default") -> LeaseOut:
+        """Ask to be the device that builds ``key`` under ``tuning`` (granted, or who holds it
+        until when)."""
+        body = LeaseRequest(device_id=device_id, ttl_s=ttl_s, tuning=tuning)
         response = self._send(
             "POST",
             f"/api/v1/engines/{key}/lease",
@@ -144,10 +149,12 @@ class StoreClient:
         except ValidationError as exc:
             raise StoreRejected(f"engine store sent an invalid lease answer: {exc}") from exc
 
-    def release(self, key: str, device_id: str) -> None:
-        """Give the build lease of ``key`` back (idempotent)."""
+    def release(self, key: str, device_id: str, tuning: str = "default") -> None:
+        """Give the build lease of (``key``, ``tuning``) back (idempotent)."""
         response = self._send(
-            "DELETE", f"/api/v1/engines/{key}/lease", params={"device_id": device_id}
+            "DELETE",
+            f"/api/v1/engines/{key}/lease",
+            params={"device_id": device_id, "tuning": tuning},
         )
         if response.status_code not in (200, 204, 404):
             raise self._reject(response, f"release of lease on {key[:12]}")

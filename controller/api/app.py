@@ -236,8 +236,12 @@ def _engines(services: Services) -> APIRouter:
         return stored
 
     @router.get("/engines/{key}")
-    def get_engine(key: str) -> EngineManifest:
-        return engines.get(key)
+    def get_engine(key: str, response: Response, tuning: str | None = None) -> EngineManifest:
+        """The manifest tuned under ``tuning`` when stored, else another tuning of the engine;
+        the ``Jetfleet-Tuning-Match`` header says which (exact, other, any)."""
+        manifest, match = engines.get(key, tuning)
+        response.headers["Jetfleet-Tuning-Match"] = match
+        return manifest
 
     @router.get("/engines")
     def list_engines() -> list[EngineManifest]:
@@ -245,12 +249,13 @@ def _engines(services: Services) -> APIRouter:
 
     @router.post("/engines/{key}/lease")
     def take_lease(key: str, request: LeaseRequest) -> LeaseOut:
-        """Ask to be the one device that builds ``key`` (renews the caller's own lease)."""
+        """Ask to be the one device that builds ``key`` under the body's tuning (renews the
+        caller's own lease)."""
         return engines.lease(key, request)
 
     @router.delete("/engines/{key}/lease", status_code=204)
-    def release_lease(key: str, device_id: str) -> Response:
-        engines.release(key, device_id)
+    def release_lease(key: str, device_id: str, tuning: str = "default") -> Response:
+        engines.release(key, device_id, tuning)
         return Response(status_code=204)
 
     return router

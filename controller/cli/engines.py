@@ -26,13 +26,14 @@ def _tag(tuning: dict[str, Any]) -> str:
 
 @click.group()
 def engines() -> None:
-    """Built engines shared through the controller (one build per engine key)."""
+    """Built engines shared through the controller (one build per engine key and tuning)."""
 
 
 @engines.command("ls")
 @api_options
 def engines_ls(url: str, as_json: bool) -> None:
-    """List stored engines: key, builder, class, tuning tag, size and build time."""
+    """List stored engines, one row per (engine key, tuning tag): key, builder, class, tuning
+    (power mode, +clocks), size and build time."""
     out = call_api(lambda c: c.engines(), url)
     if as_json:
         emit_json(out)

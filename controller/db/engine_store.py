@@ -1,5 +1,8 @@
 """Engine manifests and build leases in the database, one transaction per method.
 
+Manifests and leases are kept per (engine key, tuning tag): an engine built in one power mode is
+valid in another, only tuned for other clocks, so twins in each power mode share their own build.
+
 A lease request runs :func:`controller.leases.decide` inside a transaction that holds the lease
 row's write lock: ``BEGIN IMMEDIATE`` on SQLite (one writer at a time), ``SELECT ... FOR UPDATE``
 on PostgreSQL. When no row exists yet, two first requests both insert and the primary key lets
@@ -17,7 +20,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from controller.db.lease_rows import decide_locked
-from controller.db.schema import Artifact, BuildLease, EngineRecord, utcnow
+from controller.db.schema import Artifact, BuildLease, EngineRecord, EngineTuning, utcnow
 from controller.db.session import make_sessionmaker, transaction
 from controller.errors import Conflict, DatabaseError
 from controller.leases import Decision
@@ -27,7 +30,7 @@ _RETRIES = 5
 
 
 class EngineStoreDb:
-    """The ``engines`` and ``build_leases`` tables."""
+    """The ``engines``, ``engine_tunings`` and ``build_leases`` tables."""
 
     def __init__(self, engine: Engine) -> None:
         self._sessions = make_sessionmaker(engine)
@@ -49,54 +52,88 @@ class EngineStoreDb:
         except IntegrityError:
             return False
 
-    def manifest(self, key: str) -> EngineManifest | None:
-        """The manifest stored under ``key``, if any."""
-        with self._tx() as session:
-            row = session.get(EngineRecord, key)
-            return None if row is None else EngineManifest.model_validate(row.manifest)
-
-    def manifests(self) -> list[EngineManifest]:
-        """Every stored manifest, oldest first."""
+    def manifests_of(self, key: str) -> list[EngineManifest]:
+        """Every manifest stored under engine ``key`` (one per tuning tag), oldest first."""
         with self._tx() as session:
             rows = session.execute(
-                select(EngineRecord).order_by(EngineRecord.created_at, EngineRecord.engine_key)
+                select(EngineTuning)
+                .where(EngineTuning.engine_key == key)
+                .order_by(EngineTuning.created_at, EngineTuning.tuning)
             ).scalars()
             return [EngineManifest.model_validate(r.manifest) for r in rows]
 
-    def put_manifest(self, manifest: EngineManifest) -> bool:
-        """Store ``manifest`` and release its build lease; False when the same one was stored.
+    def manifest(self, key: str, tuning: str) -> EngineManifest | None:
+        """The manifest stored under (``key``, ``tuning``), if any."""
+        with self._tx() as session:
+            row = session.get(EngineTuning, (key, tuning))
+            return None if row is None else EngineManifest.model_validate(row.manifest)
 
-        A different manifest under the same key is a :class:`Conflict`.
+    def manifests(self) -> list[EngineManifest]:
+        """Every stored manifest, one per (engine key, tuning tag), oldest first."""
+        with self._tx() as session:
+            rows = session.execute(
+                select(EngineTuning).order_by(
+                    EngineTuning.created_at, EngineTuning.engine_key, EngineTuning.tuning
+                )
+            ).scalars()
+            return [EngineManifest.model_validate(r.manifest) for r in rows]
+
+    def put_manifest(self, manifest: EngineManifest, tuning: str) -> bool:
+        """Store ``manifest`` under its ``tuning`` tag and release that build lease; False when
+        the same one was stored.
+
+        A different manifest under the same (engine key, tuning) is a :class:`Conflict`.
         """
+        key = manifest.engine_key
+        dumped = manifest.model_dump(mode="json")
         for _ in range(_RETRIES):
             try:
                 with self._tx() as session:
-                    row = session.get(EngineRecord, manifest.engine_key)
+                    row = session.get(EngineTuning, (key, tuning))
                     if row is not None:
                         _same_or_conflict(EngineManifest.model_validate(row.manifest), manifest)
                         return False
                     if session.get(Artifact, manifest.sha256) is None:
                         session.add(Artifact(sha256=manifest.sha256, size=manifest.size))
+                    now = utcnow()
+                    if session.get(EngineRecord, key) is None:
+                        session.add(
+                            EngineRecord(
+                                engine_key=key,
+                                sha256=manifest.sha256,
+                                size=manifest.size,
+                                built_by=manifest.built_by,
+                                manifest=dumped,
+                                created_at=now,
+                            )
+                        )
+                        session.flush()
                     session.add(
-                        EngineRecord(
-                            engine_key=manifest.engine_key,
+                        EngineTuning(
+                            engine_key=key,
+                            tuning=tuning,
                             sha256=manifest.sha256,
                             size=manifest.size,
                             built_by=manifest.built_by,
-                            manifest=manifest.model_dump(mode="json"),
-                            created_at=utcnow(),
+                            manifest=dumped,
+                            created_at=now,
                         )
                     )
                     session.execute(
-                        delete(BuildLease).where(BuildLease.engine_key == manifest.engine_key)
+                        delete(BuildLease).where(
+                            BuildLease.engine_key == key, BuildLease.tuning == tuning
+                        )
                     )
                 return True
             except IntegrityError:
                 continue  # stored concurrently: compare with the winner
-        raise DatabaseError(f"could not store engine {manifest.engine_key}: retry the upload")
+        raise DatabaseError(f"could not store engine {key} ({tuning}): retry the upload")
 
-    def acquire_lease(self, key: str, device_id: str, ttl_s: float, now: datetime) -> Decision:
-        """Grant or deny the build lease of ``key`` to ``device_id`` (atomic; see the module)."""
+    def acquire_lease(
+        self, key: str, device_id: str, ttl_s: float, now: datetime, tuning: str = "default"
+    ) -> Decision:
+        """Grant or deny the build lease of (``key``, ``tuning``) to ``device_id`` (atomic; see
+        the module)."""
         for _ in range(_RETRIES):
             try:
                 with self._tx() as session:
@@ -104,24 +141,29 @@ class EngineStoreDb:
                         session,
                         sqlite=self._sqlite,
                         model=BuildLease,
-                        key=key,
+                        key=(key, tuning),
                         holder=device_id,
                         ttl_s=ttl_s,
                         now=now,
                         new_row=lambda lease: BuildLease(
-                            engine_key=key, holder=lease.holder, expires_at=lease.expires_at
+                            engine_key=key,
+                            tuning=tuning,
+                            holder=lease.holder,
+                            expires_at=lease.expires_at,
                         ),
                     )
             except IntegrityError:
                 continue  # another device inserted the first lease: decide again against it
-        raise DatabaseError(f"could not decide the build lease of {key}: retry")
+        raise DatabaseError(f"could not decide the build lease of {key} ({tuning}): retry")
 
-    def release_lease(self, key: str, device_id: str) -> None:
-        """Drop ``device_id``'s lease of ``key`` (nothing when it holds none)."""
+    def release_lease(self, key: str, device_id: str, tuning: str = "default") -> None:
+        """Drop ``device_id``'s lease of (``key``, ``tuning``) (nothing when it holds none)."""
         with self._tx() as session:
             session.execute(
                 delete(BuildLease).where(
-                    BuildLease.engine_key == key, BuildLease.holder == device_id
+                    BuildLease.engine_key == key,
+                    BuildLease.tuning == tuning,
+                    BuildLease.holder == device_id,
                 )
             )
 
@@ -129,6 +171,7 @@ class EngineStoreDb:
 def _same_or_conflict(stored: EngineManifest, new: EngineManifest) -> None:
     if stored != new:
         raise Conflict(
-            f"engine {new.engine_key} is already stored with another manifest (built by "
+            f"engine {new.engine_key} ({new.tuning.label()}) is already stored with another "
+            f"manifest (built by "
             f"{stored.built_by}, sha256 {stored.sha256[:12]}…): GET it instead of uploading"
         )

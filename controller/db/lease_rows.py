@@ -26,7 +26,7 @@ def decide_locked(
     *,
     sqlite: bool,
     model: type[Row],
-    key: str,
+    key: str | tuple[str, ...],
     holder: str,
     ttl_s: float,
     now: datetime,

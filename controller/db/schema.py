@@ -203,7 +203,9 @@ class DelegateConfigLayer(Base):
 
 
 class EngineRecord(Base):
-    """A built engine's manifest; its bytes are the artifact ``sha256``."""
+    """One row per engine key: the first manifest stored under it, and the fleet's signature
+    cache (``signed_manifest``, read by key in :mod:`controller.db.signing_store`). Every manifest,
+    one per tuning tag, is an :class:`EngineTuning`."""
 
     __tablename__ = "engines"
 
@@ -217,11 +219,29 @@ class EngineRecord(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class EngineTuning(Base):
+    """A built engine's manifest under one tuning tag (power mode, clocks: ``TuningTag.label``);
+    its bytes are the artifact ``sha256``. Twins in the same power mode share it."""
+
+    __tablename__ = "engine_tunings"
+
+    engine_key: Mapped[str] = mapped_column(
+        String(64), ForeignKey("engines.engine_key"), primary_key=True
+    )
+    tuning: Mapped[str] = mapped_column(String(128), primary_key=True)
+    sha256: Mapped[str] = mapped_column(String(64), ForeignKey("artifacts.sha256"))
+    size: Mapped[int] = mapped_column(BigInteger)
+    built_by: Mapped[str] = mapped_column(String(64))
+    manifest: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class BuildLease(Base):
-    """Which device may build the engine ``engine_key`` until ``expires_at``."""
+    """Which device may build the engine ``engine_key`` under ``tuning`` until ``expires_at``."""
 
     __tablename__ = "build_leases"
 
     engine_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tuning: Mapped[str] = mapped_column(String(128), primary_key=True)
     holder: Mapped[str] = mapped_column(String(64))
     expires_at: Mapped[datetime]

@@ -35,7 +35,7 @@ class ArtifactServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                data = server.files.get(self.path)
+                data = server.files.get(self.path.split("?", 1)[0])
                 header = self.headers.get("Range")
                 if data is None:
                     self._answer(404, b"not found", header)

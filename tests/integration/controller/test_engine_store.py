@@ -112,10 +112,13 @@ def test_upload_an_engine_then_a_twin_finds_and_downloads_it(db_api: httpx.Clien
     key = m.engine_key
     assert db_api.get(f"/api/v1/engines/{key}").status_code == 404
 
-    lease = db_api.post(f"/api/v1/engines/{key}/lease", json={"device_id": "gw-1", "ttl_s": 600})
+    tag = {"tuning": "15W+clocks"}  # the manifest's TuningTag.label()
+    lease = db_api.post(
+        f"/api/v1/engines/{key}/lease", json={"device_id": "gw-1", "ttl_s": 600} | tag
+    )
     assert lease.status_code == 200
     assert lease.json()["granted"] is True
-    twin = db_api.post(f"/api/v1/engines/{key}/lease", json={"device_id": "gw-2"}).json()
+    twin = db_api.post(f"/api/v1/engines/{key}/lease", json={"device_id": "gw-2"} | tag).json()
     assert (twin["granted"], twin["holder"]) == (False, "gw-1")
 
     up = db_api.post(
@@ -134,7 +137,9 @@ def test_upload_an_engine_then_a_twin_finds_and_downloads_it(db_api: httpx.Clien
     assert db_api.put(f"/api/v1/engines/{key}", json=body(m)).status_code == 200
 
     # storing the manifest released the builder's lease: the twin may now take it
-    assert db_api.post(f"/api/v1/engines/{key}/lease", json={"device_id": "gw-2"}).json()["granted"]
+    assert db_api.post(f"/api/v1/engines/{key}/lease", json={"device_id": "gw-2"} | tag).json()[
+        "granted"
+    ]
     got = EngineManifest.model_validate(db_api.get(f"/api/v1/engines/{key}").json())
     assert got.model_copy(update={"signed": None}) == m
     assert got.signed is not None, "the controller signs the engines it accepts"

@@ -73,6 +73,18 @@ def signer_of(
         engine.dispose()
 
 
+def document_signer(settings: Settings) -> Callable[[DesiredState], DesiredState]:
+    """Signs a desired document with the fleet's active key (whatever its chain says)."""
+
+    def sign(doc: DesiredState) -> DesiredState:
+        with signer_of(settings) as signer:
+            key = signer.active()
+            assert key is not None
+            return signer.sign_document(doc, key)
+
+    return sign
+
+
 def active_key(settings: Settings) -> KeyRecord:
     with signer_of(settings) as signer:
         key = signer.active()
@@ -104,9 +116,17 @@ class Wire:
     """A real MQTT client on one device's topics: collects desired, reported and events, and
     publishes forged desired documents (the attacker with broker access)."""
 
-    def __init__(self, broker_url: str, topics: Topics, device: str) -> None:
+    def __init__(
+        self,
+        broker_url: str,
+        topics: Topics,
+        device: str,
+        sign: Callable[[DesiredState], DesiredState] | None = None,
+    ) -> None:
         self.topics = topics
         self.device = device
+        self.sign = sign
+        """Signs forged documents (an attacker with the fleet key: artifact checks are next)."""
         self.desired: list[DesiredState] = []
         self.reported: list[ReportedState] = []
         self.events: list[Event] = []
@@ -158,7 +178,9 @@ class Wire:
         """Publish ``doc`` as the retained desired document with the next generation."""
         with self.cond:
             generation = max(d.generation for d in self.desired) + 1
-        forged = doc.model_copy(update={"generation": generation})
+        forged = doc.model_copy(update={"generation": generation, "signature": None})
+        if self.sign is not None:
+            forged = self.sign(forged)
         topic = self.topics.device(self.device, Channel.DESIRED)
         self.client.publish(topic, encode(forged), qos=1, retain=True).wait_for_publish(10)
         self.last_desired(generation)

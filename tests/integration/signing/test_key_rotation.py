@@ -32,6 +32,7 @@ from tests.integration.signing.harness import (
     agent_settings,
     controller_settings,
     deploy_and_wait,
+    document_signer,
     infer,
     push,
     signer_of,
@@ -55,7 +56,7 @@ def test_the_agent_follows_a_rotation_and_refuses_keys_it_cannot_trace(
     prefix = f"jfsig/{uuid.uuid4().hex[:10]}"
     settings = controller_settings(mosquitto, tmp_path, prefix)
     controller = start_controller(settings)
-    wire = Wire(controller.broker_url, Topics(prefix), DEVICE)
+    wire = Wire(controller.broker_url, Topics(prefix), DEVICE, document_signer(settings))
     api = httpx.Client(base_url=controller.http_url, timeout=30)
     first = active_key(settings)
     state = tmp_path / "agent"

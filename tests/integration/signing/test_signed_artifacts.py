@@ -32,6 +32,7 @@ from tests.integration.signing.harness import (
     agent_settings,
     controller_settings,
     deploy_and_wait,
+    document_signer,
     infer,
     push,
     signed_manifest_of,
@@ -62,7 +63,7 @@ def test_tampered_artifacts_are_refused_while_the_old_version_keeps_serving(
     prefix = f"jfsig/{uuid.uuid4().hex[:10]}"
     settings = controller_settings(mosquitto, tmp_path, prefix)
     controller = start_controller(settings)
-    wire = Wire(controller.broker_url, Topics(prefix), DEVICE)
+    wire = Wire(controller.broker_url, Topics(prefix), DEVICE, document_signer(settings))
     api = httpx.Client(base_url=controller.http_url, timeout=30)
     key = active_key(settings)
     state = tmp_path / "agent"
