@@ -43,6 +43,7 @@ from agent.headroom import HeadroomProbe, Kind
 from agent.hotswap import Candidate, HotSwapper
 from agent.jobs import JobHost, JobRunner
 from agent.lifecycle import ServiceNotifications, phase_text
+from agent.loaders import loader_for, slot_loader
 from agent.mqtt_link import MqttLink
 from agent.outbox import Outbox
 from agent.prometheus import PromMetrics
@@ -59,7 +60,6 @@ from agent.trust_store import TrustStore
 from agent.tuning import PowerTuning
 from agent.validation import Reference, ReferenceError, parse_reference
 from agent.verifier import ArtifactRefused, ArtifactVerifier
-from shared.delegate import DelegateConfig
 from shared.messages import (
     DesiredState,
     DeviceFacts,
@@ -101,7 +101,7 @@ class AgentDaemon:
         self._settings = settings
         self._device_id = settings.require_device_id()
         self._runtime = runtime
-        self._loader = loader or _loader_for(runtime, settings.swap_mode)
+        self._loader = loader or loader_for(runtime, settings.swap_mode)
         self._custom_loader = loader is not None
         self._tuning = PowerTuning(facts, self._event)
         self._state_dir = settings.state_dir
@@ -454,19 +454,14 @@ class AgentDaemon:
         )
 
     def _model_loader(self, path: Path, slot: ModelSlot) -> Callable[[], LoadedModel]:
-        """How to load ``path`` for ``slot`` (kept, so a failed cold swap can reload it)."""
-        threads = slot.serving.intra_op_threads
-        in_process = self._settings.swap_mode == "in_process"
-        if self._runtime == "tensorrt" and not self._custom_loader and in_process:
-            from agent.runtime_trt import load_trt
-
-            streams, dla = slot.delegate.streams, slot.delegate.dla_core
-            return lambda: load_trt(path, intra_op_threads=threads, streams=streams, dla_core=dla)
-        if self._runtime == "onnxruntime" and not self._custom_loader and in_process:
-            delegate = slot.delegate
-            return lambda: _load_ort(path, intra_op_threads=threads, delegate=delegate)
-        loader = self._loader
-        return lambda: loader(path, intra_op_threads=threads)
+        return slot_loader(
+            path,
+            slot,
+            runtime=self._runtime,
+            swap_mode=self._settings.swap_mode,
+            fallback=self._loader,
+            custom=self._custom_loader,
+        )
 
     def _reference(self, slot: ModelSlot) -> Reference | None:
         """The slot's reference outputs (downloaded and verified), or None when it has none."""
@@ -641,28 +636,6 @@ class AgentDaemon:
             log.debug("event before the outbox opened, not sent: %s", message)
             return
         self._outbox.send(Channel.EVENTS, event, event.event_id)
-
-
-def _loader_for(runtime: str, swap_mode: str = "in_process") -> ModelLoader:
-    if swap_mode == "worker_process":
-        from agent.worker import load_in_worker
-
-        loader: ModelLoader = load_in_worker(runtime)
-        return loader
-    if runtime == "tensorrt":
-        from agent.runtime_trt import load_trt
-
-        return load_trt
-    return _load_ort
-
-
-def _load_ort(
-    path: Path, *, intra_op_threads: int = 1, delegate: DelegateConfig | None = None
-) -> LoadedModel:
-    """ONNX Runtime is imported on the first load: it costs ~20 MB RSS to an idle agent."""
-    from agent.runtime_ort import load_ort
-
-    return load_ort(path, intra_op_threads=intra_op_threads, delegate=delegate)
 
 
 def run_agent(settings: AgentSettings) -> None:
