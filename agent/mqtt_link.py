@@ -15,7 +15,6 @@ reconnect, so a retried entry waits for that earlier message rather than publish
 from __future__ import annotations
 
 import logging
-import ssl
 import sys
 import threading
 import time
@@ -30,7 +29,7 @@ from pydantic import BaseModel
 
 from agent.errors import StartupError
 from agent.spool import SpoolEntry
-from shared.broker_tls import AGENT_FIXES, ClosingSSLSocket, explain_connect_error
+from shared.broker_tls import AGENT_FIXES, client_tls_context, explain_connect_error
 from shared.codec import MessageError, decode, encode
 from shared.messages import DesiredState, ReportedState, Status
 from shared.topics import Channel, Topics
@@ -347,10 +346,7 @@ def _apply_auth(client: mqtt.Client, auth: MqttAuth, *, tls: bool) -> None:
         client.username_pw_set(auth.username, auth.password)
     if tls:
         try:
-            context = ssl.create_default_context(cafile=str(auth.ca_file) if auth.ca_file else None)
-            if auth.cert_file is not None and auth.key_file is not None:
-                context.load_cert_chain(auth.cert_file, auth.key_file)
-            context.sslsocket_class = ClosingSSLSocket
+            context = client_tls_context(auth.ca_file, auth.cert_file, auth.key_file)
             client.tls_set_context(context)
         except (OSError, ValueError) as exc:
             raise StartupError(

@@ -9,7 +9,6 @@ once the broker granted the subscriptions; ``publish`` waits for the broker's PU
 from __future__ import annotations
 
 import logging
-import ssl
 import sys
 import threading
 import time
@@ -24,7 +23,7 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from controller.errors import BusError
 from controller.settings import parse_broker_url
-from shared.broker_tls import CONTROLLER_FIXES, ClosingSSLSocket, explain_connect_error
+from shared.broker_tls import CONTROLLER_FIXES, client_tls_context, explain_connect_error
 from shared.topics import AGENT_PUBLISHES, Topics
 from shared.transport import MqttAuth
 
@@ -231,10 +230,7 @@ def apply_auth(client: mqtt.Client, auth: MqttAuth, *, tls: bool) -> None:
         client.username_pw_set(auth.username, auth.password)
     if tls:
         try:
-            context = ssl.create_default_context(cafile=str(auth.ca_file) if auth.ca_file else None)
-            if auth.cert_file is not None and auth.key_file is not None:
-                context.load_cert_chain(auth.cert_file, auth.key_file)
-            context.sslsocket_class = ClosingSSLSocket
+            context = client_tls_context(auth.ca_file, auth.cert_file, auth.key_file)
             client.tls_set_context(context)
         except (OSError, ValueError) as exc:
             raise BusError(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -69,3 +70,17 @@ class ClosingSSLSocket(ssl.SSLSocket):
         except BaseException:
             self.close()
             raise
+
+
+def client_tls_context(
+    ca_file: Path | None, cert_file: Path | None, key_file: Path | None
+) -> ssl.SSLContext:
+    """The TLS context an MQTT client connects with: the broker verified against ``ca_file``
+    (None: the system's CA store), a client certificate when both files are given, and sockets
+    that close themselves when their handshake fails. OSError/ValueError (ssl.SSLError is an
+    OSError) when a file is missing or unusable: the caller names its setting."""
+    context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+    if cert_file is not None and key_file is not None:
+        context.load_cert_chain(cert_file, key_file)
+    context.sslsocket_class = ClosingSSLSocket
+    return context
