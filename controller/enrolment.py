@@ -211,6 +211,30 @@ class EnrolmentService:
         logger.info("device %s revoked (broker user %s)", device_id, identity.broker_username)
         return identity
 
+    def reapply_revocations(self) -> int:
+        """Remove every revoked device's broker credential again (idempotent); how many.
+
+        A revocation is stored before the broker is told; if the broker call failed (503 to the
+        operator) and was never retried, the device could still connect. The server calls this
+        at start, so the database's word holds after a restart. A broker error is logged, not
+        raised: the controller still starts, and ``jetfleet devices revoke`` can be repeated.
+        """
+        done = 0
+        for identity in self.store.identities():
+            if identity.revoked_at is None:
+                continue
+            try:
+                self.admin.remove_device(identity.device_id, identity.broker_username)
+            except ControllerError as exc:
+                logger.error(
+                    "could not remove revoked device %s from the broker: %s",
+                    identity.device_id,
+                    exc,
+                )
+                continue
+            done += 1
+        return done
+
     def _usable_token(self, token: str) -> EnrolTokenRecord:
         match = _WIRE.fullmatch(token.strip())
         if match is None:

@@ -53,8 +53,12 @@ class Ingest:
         batcher: IngestBatcher | None = None,
         max_payload_bytes: int = DEFAULT_MAX_MQTT_PAYLOAD_BYTES,
         log_throttle: LogThrottle | None = None,
+        is_revoked: Callable[[str], bool] | None = None,
     ) -> None:
         self._repo = repo
+        self._is_revoked = is_revoked
+        """True for a revoked device: its presence stays offline (a retained "online" status
+        left on the broker would otherwise bring it back after a controller restart)."""
         self._max_payload = max_payload_bytes
         self._throttle = log_throttle or LogThrottle()
         self._batcher = batcher
@@ -151,6 +155,17 @@ class Ingest:
         if isinstance(message, ReportedState):
             self._repo.record_reported(message, now)
         elif isinstance(message, Status):
+            if (
+                message.state != "offline"
+                and self._is_revoked
+                and self._is_revoked(message.device_id)
+            ):
+                logger.info(
+                    "%s is revoked: its %s status is recorded as offline",
+                    message.device_id,
+                    message.state,
+                )
+                message = message.model_copy(update={"state": "offline"})
             self._repo.record_status(message, now)
         elif isinstance(message, Telemetry):
             self._repo.add_telemetry(message, now)

@@ -113,9 +113,15 @@ class Controller:
         batcher = IngestBatcher(telemetry, retention=Retention.from_env(os.environ))
         batcher.start()
         self._stoppers.append(batcher.stop)
-        ingest = Ingest(repo, topics, batcher=batcher, max_payload_bytes=s.max_mqtt_payload_bytes)
-
         identities = IdentityStore(engine)
+        ingest = Ingest(
+            repo,
+            topics,
+            batcher=batcher,
+            max_payload_bytes=s.max_mqtt_payload_bytes,
+            is_revoked=identities.is_revoked,
+        )
+
         broker_side = start_broker_side(s, identities)
         self._stoppers.extend(broker_side.stoppers)
         broker_url = broker_side.broker_url
@@ -179,6 +185,8 @@ class Controller:
         )
         bus.start()
         self._stoppers.append(bus.stop)
+        if self.services.enrolment is not None:
+            self.services.enrolment.reapply_revocations()
         rollout_loop.start()
         self._stoppers.append(rollout_loop.stop)
         job_loop = JobLoop(jobs)

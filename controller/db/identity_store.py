@@ -168,6 +168,11 @@ class IdentityStore:
             row = session.get(DeviceIdentityRow, device_id)
             return None if row is None else _identity(row)
 
+    def is_revoked(self, device_id: str) -> bool:
+        """True when ``device_id`` was enrolled and then revoked."""
+        found = self.identity(device_id)
+        return found is not None and found.revoked_at is not None
+
     def identities(self) -> list[IdentityRecord]:
         with self._tx() as session:
             rows = session.execute(
