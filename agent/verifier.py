@@ -28,11 +28,12 @@ from agent.errors import PermanentError
 from agent.trust_store import TrustStore
 from shared.engines import EngineManifest
 from shared.jobs import JobArtifact
-from shared.manifests import ENGINE_VERSION
+from shared.manifests import ENGINE_VERSION, SignedManifest
 from shared.messages import DesiredState, ModelSlot
 from shared.trust_policy import (
     DocumentRefusal,
     Expected,
+    Installed,
     PinnedKeys,
     Refusal,
     RollbackEvidence,
@@ -168,15 +169,10 @@ class ArtifactVerifier:
         """:class:`ArtifactRefused` unless ``slot``'s artifact may be installed now."""
         if not self._pinned(f"model {slot.name} {slot.version}"):
             return
-        signed = slot.artifact.signed
         rollback = slot.rollback
-        refusal = check_manifest(
-            signed,
-            self._verdict(signed.manifest.key_id, signed.manifest.payload(), signed.signature)
-            if signed is not None
-            else "invalid",
+        self._check(
+            slot.artifact.signed,
             Expected("model", slot.name, slot.version, slot.artifact.sha256, slot.artifact.size),
-            self._clock(),
             installed=self.trust.installed(slot.name),
             rollback=RollbackEvidence(
                 rollback,
@@ -186,41 +182,24 @@ class ArtifactVerifier:
                 self._device_id,
             ),
         )
-        if refusal is not None:
-            raise ArtifactRefused(refusal)
 
     def check_engine(self, manifest: EngineManifest, engine_key: str) -> None:
         """:class:`ArtifactRefused` unless the pulled engine ``engine_key`` is signed as such."""
         if not self._pinned(f"engine {engine_key[:12]}"):
             return
-        signed = manifest.signed
-        refusal = check_manifest(
-            signed,
-            self._verdict(signed.manifest.key_id, signed.manifest.payload(), signed.signature)
-            if signed is not None
-            else "invalid",
+        self._check(
+            manifest.signed,
             Expected("engine", engine_key, ENGINE_VERSION, manifest.sha256, manifest.size),
-            self._clock(),
         )
-        if refusal is not None:
-            raise ArtifactRefused(refusal)
 
     def check_job_artifact(self, name: str, version: str, artifact: JobArtifact) -> None:
         """:class:`ArtifactRefused` unless a job's model (built and timed beside what serves,
         never installed) is signed as ``name`` ``version``; no rollback rule applies."""
         if not self._pinned(f"model {name} {version}"):
             return
-        signed = artifact.signed
-        refusal = check_manifest(
-            signed,
-            self._verdict(signed.manifest.key_id, signed.manifest.payload(), signed.signature)
-            if signed is not None
-            else "invalid",
-            Expected("model", name, version, artifact.sha256, artifact.size),
-            self._clock(),
+        self._check(
+            artifact.signed, Expected("model", name, version, artifact.sha256, artifact.size)
         )
-        if refusal is not None:
-            raise ArtifactRefused(refusal)
 
     def installed(self, slot: ModelSlot, generation: int) -> None:
         """``slot``'s version now serves: its serial is the model's new high-water mark."""
@@ -230,6 +209,27 @@ class ArtifactVerifier:
         self.trust.record_install(
             slot.name, slot.version, signed.manifest.serial, generation, slot.artifact.sha256
         )
+
+    def _check(
+        self,
+        signed: SignedManifest | None,
+        expected: Expected,
+        installed: Installed | None = None,
+        rollback: RollbackEvidence | None = None,
+    ) -> None:
+        """:class:`ArtifactRefused` unless ``signed`` allows installing ``expected`` now."""
+        refusal = check_manifest(
+            signed,
+            self._verdict(signed.manifest.key_id, signed.manifest.payload(), signed.signature)
+            if signed is not None
+            else "invalid",
+            expected,
+            self._clock(),
+            installed=installed,
+            rollback=rollback,
+        )
+        if refusal is not None:
+            raise ArtifactRefused(refusal)
 
     def _pinned(self, what: str) -> bool:
         if self.trust.pinned:
