@@ -29,38 +29,12 @@ from agent.runtime import warm_up
 from agent.runtime_ort import load_ort
 from controller.sample_models import classifier
 from controller.server import Controller
-from controller.settings import Settings
 from shared.delegate import DelegateConfig
 from shared.engines import EngineManifest, LeaseOut
 from shared.messages import DeviceFacts
-from tests.integration.controller.conftest import api_client, new_token
+from tests.integration.controller.conftest import new_token
 
 CONFIG = DelegateConfig()
-
-
-@pytest.fixture
-def controller(mosquitto: str, tmp_path: Path) -> Iterator[Controller]:
-    settings = Settings(
-        db_url=f"sqlite:///{tmp_path}/controller.db",
-        broker_url=mosquitto,
-        data_dir=tmp_path / "data",
-        http_port=0,
-        topic_prefix=f"jftest/{tmp_path.name[-10:]}",
-        auto_migrate=True,
-    )
-    c = Controller(settings)
-    c.start()
-    try:
-        c.serve_in_thread()
-        yield c
-    finally:
-        c.stop()
-
-
-@pytest.fixture
-def api(controller: Controller) -> Iterator[httpx.Client]:
-    with api_client(controller) as client:
-        yield client
 
 
 @dataclass
