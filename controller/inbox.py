@@ -6,11 +6,12 @@ queues the controller's messages and, past its ``max_queued_messages`` (1,000 by
 Mosquitto), drops them: a burst of devices reporting at once would silently never enrol. The
 inbox makes the callback a queue put; worker threads feed ingest.
 
-Lanes: telemetry is the bulk of the traffic, and state (reported, status, events) is what
-deploys and rollouts wait for. Each lane named in ``lanes`` (by the topic's last level) gets its
-own FIFO and worker, everything else shares the default lane, so a telemetry backlog never
-delays a device's reported state. Order is kept within a lane, which is what matters: one
-device's reported documents stay in order, and so do its telemetry samples.
+Lanes: each lane named in ``lanes`` (by the topic's last level) gets its own FIFO and worker,
+everything else shares the default lane, so a backlog on one channel never delays another.
+(Telemetry, the bulk of the traffic, no longer comes through here: it has its own connection,
+:class:`controller.ingest_link.IngestLink`, so it cannot delay a device's reported state.)
+Order is kept within a lane, which is what matters: one device's reported documents stay in
+order.
 
 Bounded: when a lane's worker falls ``maxsize`` messages behind, ``put`` blocks the network
 thread, which is the backpressure the broker understands. A message is acknowledged once it is

@@ -11,7 +11,7 @@ import gc
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from pydantic import BaseModel, ValidationError
@@ -28,6 +28,8 @@ from shared.messages import Event, ReportedState, Status, Telemetry
 from shared.topics import Channel, Topics
 
 logger = logging.getLogger(__name__)
+
+_MAX_CACHED_TOPICS = 100_000
 
 
 def tune_garbage_collector() -> None:
@@ -66,6 +68,8 @@ class Ingest:
         if batcher is not None:
             batcher.on_written = self._count_written
         self._topics = topics
+        self._parsed: dict[str, tuple[str, Channel] | None] = {}
+        """Topic → (device, channel): a fleet has a bounded set of topics, parsed once each."""
         self._clock = clock
         self._lock = threading.Lock()
         self._accepted = 0
@@ -97,7 +101,7 @@ class Ingest:
         """Decode, validate and store one message; never raises for a bad payload."""
         if not self.admit(topic, payload):
             return
-        parsed = self._topics.parse(topic)
+        parsed = self._parse(topic)
         if parsed is None or parsed[1] is Channel.DESIRED:
             return
         device_id, channel = parsed
@@ -119,6 +123,24 @@ class Ingest:
             return
         with self._lock:
             self._accepted += 1
+
+    def _parse(self, topic: str) -> tuple[str, Channel] | None:
+        try:
+            return self._parsed[topic]
+        except KeyError:
+            pass
+        if len(self._parsed) >= _MAX_CACHED_TOPICS:
+            self._parsed.clear()
+        parsed = self._parsed[topic] = self._topics.parse(topic)
+        return parsed
+
+    def handle_batch(self, messages: Sequence[tuple[str, bytes]]) -> None:
+        """:meth:`handle` each (topic, payload) in order (an ingest link's read)."""
+        for topic, payload in messages:
+            try:
+                self.handle(topic, payload)
+            except Exception:
+                logger.exception("ingest of %s failed; the message was dropped", topic)
 
     def _count_written(self, count: int) -> None:
         with self._lock:

@@ -1,10 +1,11 @@
 """Telemetry ingest in worker processes (``jetfleet serve --ingest-workers N``), supervised here.
 
-Why processes: one Python process tops out at a few thousand telemetry messages a second, its
-paho network thread (receive, PUBACK), pydantic decoding and the batch writer all taking turns
-on one GIL. With N workers (:mod:`controller.ingest_worker`) the broker splits telemetry over
-N paho clients through the shared subscription ``$share/jetfleet-ingest/<prefix>/+/telemetry``
-and the main process no longer subscribes to telemetry at all; everything else stays here.
+Why processes: in one Python process, receiving (:class:`IngestLink`), pydantic decoding and
+the batch writer take turns on one GIL, beside the HTTP API and the state lane. With N workers
+(:mod:`controller.ingest_worker`) the broker splits telemetry over N links through the shared
+subscription ``$share/jetfleet-ingest/<prefix>/+/telemetry``; everything else stays here.
+Without workers, the main process receives telemetry over its own link (:func:`telemetry_link`).
+Its paho client never subscribes to telemetry (:func:`main_subscriptions`).
 
 This module spawns the workers (``spawn``: no fork of a process that holds threads, sockets and
 database connections), waits until each has its subscription granted, and runs one thread that
@@ -36,6 +37,7 @@ from multiprocessing.process import BaseProcess
 from controller.errors import ControllerError, InvalidInput
 from controller.ingest import Ingest
 from controller.ingest_batch import IngestBatcher
+from controller.ingest_link import IngestLink
 from controller.ingest_worker import WorkerConfig, WorkerReport, worker_main
 from controller.settings import Settings
 from shared.topics import AGENT_PUBLISHES, Channel, Topics
@@ -49,13 +51,28 @@ STEADY_S = 30.0
 MAX_BACKOFF_S = 30.0
 
 
-def main_subscriptions(topics: Topics, ingest_workers: int) -> list[str]:
-    """What the main process subscribes to: all agent channels, less telemetry with workers."""
+def main_subscriptions(topics: Topics) -> list[str]:
+    """What the main process's paho client subscribes to: every agent channel but telemetry.
+
+    Telemetry, the bulk of the traffic, arrives over an :class:`IngestLink`: in the worker
+    processes with ``--ingest-workers``, else in this process (:func:`telemetry_link`).
+    """
     return [
         topics.every_device(channel)
         for channel in AGENT_PUBLISHES
-        if not (ingest_workers > 0 and channel is Channel.TELEMETRY)
+        if channel is not Channel.TELEMETRY
     ]
+
+
+def telemetry_link(topics: Topics, broker_url: str, auth: MqttAuth, ingest: Ingest) -> IngestLink:
+    """Telemetry of every device into ``ingest`` in this process (no ingest workers)."""
+    return IngestLink(
+        broker_url,
+        [topics.every_device(Channel.TELEMETRY)],
+        ingest.handle_batch,
+        auth=auth,
+        client_name="jetfleet-telemetry",
+    )
 
 
 def start_ingest_workers(

@@ -1,10 +1,13 @@
 """One ingest worker process: telemetry from a shared MQTT subscription → its own database writer.
 
 Spawned by :mod:`controller.ingest_pool` (``jetfleet serve --ingest-workers N``). Each worker has
-its own paho client in the ``$share/jetfleet-ingest/...`` group, so the broker hands every
-telemetry message to exactly one worker; its own inbox, pydantic decoding, batcher and SQLAlchemy
-engine (made here, after the spawn). Only telemetry comes here: reported state, status and
-events stay with the main process, which drives deploys, jobs and rollout gates from them.
+its own MQTT connection in the ``$share/jetfleet-ingest/...`` group, so the broker hands every
+telemetry message to exactly one worker; its own batcher and SQLAlchemy engine (made here, after
+the spawn). The connection is the lean :class:`IngestLink`, not paho: it reads many messages per
+``recv`` and acknowledges them in one write, and the messages of each read are decoded and
+queued for the batch writer on the link's thread (two threads per worker: link, writer). Only
+telemetry comes here: reported state, status and events stay with the main process, which
+drives deploys, jobs and rollout gates from them.
 
 The worker reports to the main process over its end of a pipe: ``("ready", pid)`` once the broker
 granted the subscription, ``("error", line)`` when it cannot start, and ``("report",
@@ -33,11 +36,10 @@ from controller.db.repository import Repository
 from controller.db.session import make_engine
 from controller.db.telemetry_store import Retention, TelemetryStore
 from controller.errors import ControllerError
-from controller.inbox import Inbox
 from controller.ingest import Ingest, tune_garbage_collector
 from controller.ingest_batch import BatchCounts, BatchStats, IngestBatcher
-from controller.mqtt_bus import MqttBus
-from shared.topics import Channel, Topics
+from controller.ingest_link import IngestLink
+from shared.topics import Topics
 from shared.transport import MqttAuth
 
 logger = logging.getLogger(__name__)
@@ -123,26 +125,20 @@ class _Worker:
             batcher=self.batcher,
             max_payload_bytes=config.max_payload_bytes,
         )
-        self.inbox = Inbox(
-            self.ingest.handle, lanes=(Channel.TELEMETRY.value,), admit=self.ingest.admit
-        )
-        self.bus = MqttBus(
+        self.link = IngestLink(
             config.broker_url,
-            topics,
-            self.inbox.put,
+            [ingest_share_filter(config.topic_prefix)],
+            self.ingest.handle_batch,
             auth=config.auth,
-            subscriptions=[ingest_share_filter(config.topic_prefix)],
             client_name=f"jetfleet-ingest-{config.index}",
         )
 
     def start(self) -> None:
         self.batcher.start()
-        self.inbox.start()
-        self.bus.start()
+        self.link.start()
 
     def stop(self) -> None:
-        self.bus.stop()
-        self.inbox.stop()
+        self.link.stop()
         self.batcher.stop()
         self.engine.dispose()
 

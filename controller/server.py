@@ -38,7 +38,12 @@ from controller.fleet import Fleet
 from controller.inbox import Inbox
 from controller.ingest import Ingest, tune_garbage_collector
 from controller.ingest_batch import IngestBatcher
-from controller.ingest_pool import IngestWorkers, main_subscriptions, start_ingest_workers
+from controller.ingest_pool import (
+    IngestWorkers,
+    main_subscriptions,
+    start_ingest_workers,
+    telemetry_link,
+)
 from controller.jobs import JobLoop, JobService, pending_jobs
 from controller.mqtt_bus import MqttBus
 from controller.rollouts.loop import RolloutLoop
@@ -48,7 +53,7 @@ from controller.settings import Settings
 from controller.signing import FleetSigner, SignatureRefresher
 from controller.tls_files import check_broker_tls, check_server_tls
 from shared.messages import Status
-from shared.topics import Channel, Topics
+from shared.topics import Topics
 
 logger = logging.getLogger(__name__)
 
@@ -126,20 +131,24 @@ class Controller:
         self._stoppers.extend(broker_side.stoppers)
         broker_url = broker_side.broker_url
         self.broker_url = broker_url
-        inbox = Inbox(ingest.handle, lanes=(Channel.TELEMETRY.value,), admit=ingest.admit)
+        inbox = Inbox(ingest.handle, admit=ingest.admit)
         inbox.start()
         self._stoppers.append(inbox.stop)
         workers = start_ingest_workers(s, broker_url, broker_side.bus_auth, ingest, batcher)
         if workers is not None:
             self._stoppers.append(workers.stop)
             self.ingest_workers = workers
+        else:
+            link = telemetry_link(topics, broker_url, broker_side.bus_auth, ingest)
+            link.start()
+            self._stoppers.append(link.stop)
         bus = MqttBus(
             broker_url,
             topics,
             inbox.put,
             on_connected=self._republish_soon,
             auth=broker_side.bus_auth,
-            subscriptions=main_subscriptions(topics, s.ingest_workers),
+            subscriptions=main_subscriptions(topics),
         )
         job_store = JobStore(engine)
         fleet = Fleet(

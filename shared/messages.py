@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
 
 from shared.delegate import DelegateConfig
 from shared.jobs import Job
@@ -268,20 +268,13 @@ class ModelStats(WireModel):
     latency_p50_ms: float | None = Field(default=None, ge=0)
     latency_p95_ms: float | None = Field(default=None, ge=0)
     latency_p99_ms: float | None = Field(default=None, ge=0)
-    latency_buckets: tuple[int, ...] = Field(
+    latency_buckets: tuple[NonNegativeInt, ...] = Field(
         default=(),
         description="Successful requests per latency bucket in this window (not cumulative): "
         "bucket i counts latency_bounds_ms[i-1] < ms <= latency_bounds_ms[i], the last one those "
         "above the last bound; empty when the agent keeps no histogram.",
     )
     engine_key: str | None = Field(default=None, description="Engine key serving this model now.")
-
-    @field_validator("latency_buckets")
-    @classmethod
-    def _non_negative_buckets(cls, buckets: tuple[int, ...]) -> tuple[int, ...]:
-        if any(count < 0 for count in buckets):
-            raise ValueError("latency bucket counts must be >= 0")
-        return buckets
 
 
 class Telemetry(WireModel):

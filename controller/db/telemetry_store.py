@@ -175,8 +175,12 @@ class WriteResult:
     """(device, minute) whose rollup must be recomputed."""
 
 
-def sample_row(msg: Telemetry) -> dict[str, Any]:
-    """The ``telemetry_samples`` row of one message (JSON columns as Python values)."""
+def sample_values(msg: Telemetry, *, json_text: bool) -> tuple[Any, ...]:
+    """The ``telemetry_samples`` row of one message, in ``_SAMPLE_COLUMNS`` order.
+
+    The JSON columns (models, extra) are JSON text with ``json_text`` (for ``COPY``, serialized
+    once, straight from the models), else Python values (for SQLAlchemy's JSON type).
+    """
     models = msg.models
     p50 = [m.latency_p50_ms for m in models if m.latency_p50_ms is not None]
     p99 = [m.latency_p99_ms for m in models if m.latency_p99_ms is not None]
@@ -185,31 +189,50 @@ def sample_row(msg: Telemetry) -> dict[str, Any]:
         for name in _EXTRA_FIELDS
         if (value := getattr(msg, name)) is not None and value != {}
     }
-    return {
-        "device_id": msg.device_id,
-        "sample_id": msg.sample_id,
-        "ts": msg.ts if msg.ts.tzinfo else msg.ts.replace(tzinfo=timezone.utc),
-        "interval_s": msg.interval_s,
-        "cpu_percent": msg.cpu_percent,
-        "memory_used_bytes": msg.memory_used_bytes,
-        "memory_total_bytes": msg.memory_total_bytes,
-        "models": _MODELS_JSON.dump_python(models, mode="json") if models else [],
-        "requests": sum(m.requests for m in models),
-        "errors": sum(m.errors for m in models),
-        "latency_p50_ms": max(p50) if p50 else None,
-        "latency_p99_ms": max(p99) if p99 else None,
-        "gpu_load_percent": msg.gpu_load_percent,
-        "temperature_max_c": msg.temperature_max_c,
-        "power_mw": msg.power_mw,
-        "memory_available_bytes": msg.memory_available_bytes,
-        "largest_free_block_bytes": msg.largest_free_block_bytes,
-        "nvmap_used_bytes": msg.nvmap_used_bytes,
-        "disk_free_bytes": msg.disk_free_bytes,
-        "queue_depth": msg.queue_depth,
-        "swaps": msg.swaps,
-        "spool_dropped": msg.spool_dropped,
-        "extra": json.loads(json.dumps(extra, default=list)) if extra else None,
-    }
+    extra_value: Any = None
+    if json_text:
+        models_value: Any = _MODELS_JSON.dump_json(models).decode() if models else "[]"
+        if extra:
+            extra_value = json.dumps(extra, default=list, separators=(",", ":"))
+    else:
+        models_value = _MODELS_JSON.dump_python(models, mode="json") if models else []
+        if extra:
+            extra_value = json.loads(json.dumps(extra, default=list))
+    return (
+        msg.device_id,
+        msg.sample_id,
+        _aware(msg.ts),
+        msg.interval_s,
+        msg.cpu_percent,
+        msg.memory_used_bytes,
+        msg.memory_total_bytes,
+        models_value,
+        sum(m.requests for m in models),
+        sum(m.errors for m in models),
+        max(p50) if p50 else None,
+        max(p99) if p99 else None,
+        msg.gpu_load_percent,
+        msg.temperature_max_c,
+        msg.power_mw,
+        msg.memory_available_bytes,
+        msg.largest_free_block_bytes,
+        msg.nvmap_used_bytes,
+        msg.disk_free_bytes,
+        msg.queue_depth,
+        msg.swaps,
+        msg.spool_dropped,
+        extra_value,
+    )
+
+
+def sample_row(msg: Telemetry) -> dict[str, Any]:
+    """The ``telemetry_samples`` row of one message as a mapping (JSON columns as Python values)."""
+    return dict(zip(_SAMPLE_COLUMNS, sample_values(msg, json_text=False), strict=True))
+
+
+def _aware(ts: datetime) -> datetime:
+    """A timestamp without an offset is UTC (the wire contract's times are UTC)."""
+    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
 
 
 def minute_of(ts: datetime) -> datetime:
@@ -235,21 +258,20 @@ class TelemetryStore:
         stores the samples and events. Several writers (ingest worker processes) touch the same
         device rows; holding those row locks across the whole COPY would make them take turns.
         """
-        rows = [sample_row(m) for m in samples]
-        device_ids = sorted({r["device_id"] for r in rows} | {e.device_id for e in events})
+        device_ids = sorted({m.device_id for m in samples} | {e.device_id for e in events})
         if not device_ids:
             return WriteResult()
         try:
             with self._engine.begin() as conn:
                 self._touch_devices(conn, device_ids, now)
             with self._engine.begin() as conn:
-                inserted = self._insert_samples(conn, rows) if rows else 0
+                inserted = self._insert_samples(conn, samples) if samples else 0
                 ev_inserted = self._insert_events(conn, events) if events else 0
         except SQLAlchemyError as exc:
             raise DatabaseError(f"cannot store a telemetry batch: {describe(exc)}") from exc
-        dirty = frozenset((r["device_id"], minute_of(r["ts"])) for r in rows)
+        dirty = frozenset((m.device_id, minute_of(_aware(m.ts))) for m in samples)
         return WriteResult(
-            inserted, len(rows) - inserted, ev_inserted, len(events) - ev_inserted, dirty
+            inserted, len(samples) - inserted, ev_inserted, len(events) - ev_inserted, dirty
         )
 
     def _insert_on_conflict(self, table: Any, keys: list[str]) -> Any:
@@ -261,17 +283,17 @@ class TelemetryStore:
         conn.execute(self._insert_on_conflict(table, ["id"]), [{"id": d} for d in device_ids])
         conn.execute(update(table).where(table.c.id.in_(device_ids)).values(last_seen=now))
 
-    def _insert_samples(self, conn: Connection, rows: list[dict[str, Any]]) -> int:
+    def _insert_samples(self, conn: Connection, samples: Sequence[Telemetry]) -> int:
         if not self._pg:
             stmt = self._insert_on_conflict(_SAMPLES, ["device_id", "sample_id"])
-            return int(conn.execute(stmt, rows).rowcount)
+            return int(conn.execute(stmt, [sample_row(m) for m in samples]).rowcount)
         raw = conn.connection.driver_connection
         assert raw is not None
         with raw.cursor() as cur:
             cur.execute(_PG_TEMP)
             with cur.copy(_PG_COPY) as copy:
-                for row in rows:
-                    copy.write_row([_copy_value(c, row[c]) for c in _SAMPLE_COLUMNS])
+                for msg in samples:
+                    copy.write_row(sample_values(msg, json_text=True))
             cur.execute(_PG_MERGE)
             return int(cur.rowcount)
 
@@ -507,12 +529,6 @@ class TelemetryStore:
                 return list(conn.execute(query).all())
         except SQLAlchemyError as exc:
             raise DatabaseError(f"cannot read telemetry: {describe(exc)}") from exc
-
-
-def _copy_value(column: str, value: Any) -> Any:
-    if column in _JSON_COLUMNS and value is not None:
-        return json.dumps(value, separators=(",", ":"))
-    return value
 
 
 def _bucket(

@@ -1,0 +1,357 @@
+"""A lean MQTT 3.1.1 subscriber for the ingest workers: many messages per read, one PUBACK write.
+
+Why not paho here: paho handles one packet per pass of its network loop: a ``select``, one
+``recv`` for the packet type, one per byte of the length, one for the rest, then a PUBACK queued
+through its wake-up socket pair and written on its own. At tens of thousands of telemetry
+messages a second that loop, not decoding or the database, was most of an ingest worker's CPU
+(py-spy, ``bench/ingest.py``). This link reads what the socket holds (up to 256 KiB at a time),
+splits every complete packet out of it, answers all the QoS 1 PUBLISHes of that read with one
+write, and hands the messages over as one batch.
+
+It speaks only what an ingest worker needs: CONNECT (clean session, user name and password,
+TLS through the same context as :mod:`controller.mqtt_bus`), one SUBSCRIBE at QoS 1 whose
+SUBACK ``start`` waits for, PUBLISH at QoS 0 and 1 in, PUBACK out, PINGREQ while idle, and
+DISCONNECT on ``stop``. A lost connection is retried with back-off (1 s doubling to 30 s), and
+the subscription is made again. The controller's own client (publishing desired documents,
+receiving state) stays paho.
+
+Delivery is what it was with paho and the inbox: a message is acknowledged once it has been
+read off the socket (before it is stored), so a worker killed mid-batch loses what it had read
+but not written, and nothing is stored twice ((device_id, sample_id) is unique).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import ssl
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+
+from controller.errors import BusError
+from shared.broker_tls import CONTROLLER_FIXES, client_tls_context, explain_connect_error
+from shared.transport import MqttAuth, parse_broker_url
+
+logger = logging.getLogger(__name__)
+
+READ_BYTES = 256 * 1024
+KEEPALIVE_S = 30
+MIN_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 30.0
+
+_CONNACK_REFUSALS = {
+    1: "the broker refused MQTT 3.1.1",
+    2: "the broker refused the client id",
+    3: "the broker is unavailable",
+    4: "bad user name or password",
+    5: "not authorised",
+}
+
+Batch = list[tuple[str, bytes]]
+
+
+class ProtocolError(Exception):
+    """The broker sent something an MQTT 3.1.1 broker must not."""
+
+
+def _string(value: str | bytes) -> bytes:
+    raw = value.encode() if isinstance(value, str) else value
+    return struct.pack("!H", len(raw)) + raw
+
+
+def _remaining_length(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n % 128, n // 128
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _packet(first: int, body: bytes) -> bytes:
+    return bytes((first,)) + _remaining_length(len(body)) + body
+
+
+def connect_packet(client_id: str, keepalive_s: int, auth: MqttAuth) -> bytes:
+    """CONNECT, clean session, with the user name and password when ``auth`` has them."""
+    flags = 0x02
+    payload = _string(client_id)
+    if auth.username is not None:
+        flags |= 0x80
+        payload += _string(auth.username)
+        if auth.password is not None:
+            flags |= 0x40
+            payload += _string(auth.password)
+    return _packet(
+        0x10, _string("MQTT") + bytes((4, flags)) + struct.pack("!H", keepalive_s) + payload
+    )
+
+
+def subscribe_packet(packet_id: int, filters: Sequence[str]) -> bytes:
+    """SUBSCRIBE to every filter at QoS 1."""
+    body = struct.pack("!H", packet_id) + b"".join(_string(f) + b"\x01" for f in filters)
+    return _packet(0x82, body)
+
+
+PINGREQ = b"\xc0\x00"
+DISCONNECT = b"\xe0\x00"
+
+
+def split_packets(buf: bytearray | bytes) -> tuple[list[tuple[int, bytes]], int]:
+    """Every complete packet at the start of ``buf`` as (first byte, body), and bytes used.
+
+    A partial packet at the end stays for the next read. ProtocolError for a length field of
+    more than four bytes (MQTT's limit).
+    """
+    packets: list[tuple[int, bytes]] = []
+    pos, end = 0, len(buf)
+    while pos + 2 <= end:
+        first = buf[pos]
+        length, shift, i = 0, 0, pos + 1
+        while True:
+            if i >= end:
+                return packets, pos
+            byte = buf[i]
+            length |= (byte & 0x7F) << shift
+            i += 1
+            if not byte & 0x80:
+                break
+            shift += 7
+            if shift > 21:
+                raise ProtocolError("a packet length field longer than four bytes")
+        if i + length > end:
+            return packets, pos
+        packets.append((first, bytes(buf[i : i + length])))
+        pos = i + length
+    return packets, pos
+
+
+def read_publishes(
+    packets: list[tuple[int, bytes]],
+) -> tuple[Batch, bytes, list[tuple[int, bytes]]]:
+    """The PUBLISHes among ``packets`` as (topic, payload), their PUBACKs as one write, and the
+    other packets (CONNACK, SUBACK, PINGRESP) in order."""
+    messages: Batch = []
+    acks: list[bytes] = []
+    other: list[tuple[int, bytes]] = []
+    for first, body in packets:
+        if first >> 4 != 3:
+            other.append((first, body))
+            continue
+        (topic_len,) = struct.unpack_from("!H", body)
+        topic = body[2 : 2 + topic_len].decode("utf-8", "replace")
+        qos = (first >> 1) & 0x03
+        start = 2 + topic_len
+        if qos:
+            if qos == 2:
+                raise ProtocolError("a QoS 2 PUBLISH on a QoS 1 subscription")
+            acks.append(b"\x40\x02" + body[start : start + 2])
+            start += 2
+        messages.append((topic, body[start:]))
+    return messages, b"".join(acks), other
+
+
+class IngestLink:
+    """``start`` connects and subscribes (BusError when it cannot); ``stop`` disconnects.
+
+    ``on_batch`` runs on the link's thread with the messages of one read, after their PUBACKs
+    were written; while it runs, nothing more is read (the broker holds the rest: backpressure).
+    """
+
+    def __init__(
+        self,
+        broker_url: str,
+        subscriptions: Sequence[str],
+        on_batch: Callable[[Batch], None],
+        *,
+        auth: MqttAuth | None = None,
+        client_name: str = "jetfleet-ingest",
+        keepalive_s: int = KEEPALIVE_S,
+    ) -> None:
+        self.broker_url = broker_url
+        address = parse_broker_url(broker_url)
+        self._host, self._port, self._tls = address.host, address.port, address.tls
+        self._auth = auth or MqttAuth()
+        self._tls_context: ssl.SSLContext | None = None
+        if self._tls:
+            try:
+                self._tls_context = client_tls_context(
+                    self._auth.ca_file, self._auth.cert_file, self._auth.key_file
+                )
+            except (OSError, ValueError) as exc:
+                raise BusError(
+                    f"cannot set up TLS to the broker ({exc}): check --broker-ca, --broker-cert "
+                    "and --broker-key"
+                ) from exc
+        self._subscriptions = list(subscriptions)
+        self._on_batch = on_batch
+        self._client_id = f"{client_name}-{uuid.uuid4().hex[:12]}"
+        self._keepalive = keepalive_s
+        self._stopping = threading.Event()
+        self._subscribed = threading.Event()
+        self._ever_subscribed = False
+        self._first_refusal: str | None = None
+        """Why the broker refused the first attempt (credentials, TLS): ``start`` fails at once."""
+        self._error: str | None = None
+        self._refused: str | None = None
+        """Why the broker refused the subscription (ACL): not retried."""
+        self._send_lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._last_send = 0.0
+        self._thread: threading.Thread | None = None
+
+    @property
+    def connected(self) -> bool:
+        """Connected and subscribed now."""
+        return self._subscribed.is_set()
+
+    def start(self, timeout_s: float = 10.0) -> None:
+        """Connect, subscribe, and keep reading on a thread; BusError if not subscribed in time."""
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self._run, name="jetfleet-ingest-link", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._subscribed.wait(0.05):
+            if self._refused or self._first_refusal or time.monotonic() >= deadline:
+                break
+        if self._subscribed.is_set():
+            return
+        error = self._refused or self._first_refusal or self._error or "no answer"
+        self.stop()
+        if self._refused is not None or self._first_refusal is not None:
+            raise BusError(error)
+        raise BusError(
+            f"no subscription on the MQTT broker at {self.broker_url} within "
+            f"{timeout_s:.0f} s: {error}"
+        )
+
+    def stop(self) -> None:
+        """Send DISCONNECT, close the socket and join the thread."""
+        self._stopping.set()
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                self._send(sock, DISCONNECT)
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        if self._thread is not None:
+            self._thread.join(10.0)
+            self._thread = None
+        self._subscribed.clear()
+
+    # --- the link's thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        backoff = MIN_BACKOFF_S
+        while not self._stopping.is_set() and self._refused is None:
+            began = time.monotonic()
+            try:
+                self._session()
+            except Exception as exc:  # any failure ends this session; the next one starts over
+                if self._stopping.is_set():
+                    break
+                if isinstance(exc, (BusError, ProtocolError)):
+                    error = str(exc)
+                elif isinstance(exc, OSError):
+                    error = explain_connect_error(exc, CONTROLLER_FIXES)
+                else:
+                    logger.exception("the ingest link failed; reconnecting")
+                    error = f"{type(exc).__name__}: {exc}"
+                if error != self._error:
+                    logger.warning("MQTT broker %s: %s; reconnecting", self.broker_url, error)
+                self._error = error
+                refused = isinstance(exc, (BusError, ssl.SSLError)) and "refused" in error
+                if not self._ever_subscribed and (refused or isinstance(exc, ssl.SSLError)):
+                    self._first_refusal = error
+            finally:
+                was = self._subscribed.is_set()
+                self._subscribed.clear()
+                sock, self._sock = self._sock, None
+                if sock is not None:
+                    sock.close()
+                if was and not self._stopping.is_set():
+                    logger.warning("lost MQTT broker %s; reconnecting", self.broker_url)
+            if time.monotonic() - began > MAX_BACKOFF_S:
+                backoff = MIN_BACKOFF_S  # it ran a while: the next failure is a new one
+            if self._stopping.wait(backoff):
+                break
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    def _session(self) -> None:
+        sock = socket.create_connection((self._host, self._port), timeout=10.0)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self._tls_context is not None:
+            try:
+                sock = self._tls_context.wrap_socket(sock, server_hostname=self._host)
+            except BaseException:
+                sock.close()
+                raise
+        self._sock = sock
+        if self._stopping.is_set():
+            return
+        self._send(sock, connect_packet(self._client_id, self._keepalive, self._auth))
+        sock.settimeout(min(1.0, self._keepalive / 2))
+        buf = bytearray()
+        packet_id = 1
+        subscribed = False
+        ping_due = self._keepalive / 2
+        last_recv = time.monotonic()
+        while not self._stopping.is_set():
+            try:
+                data = sock.recv(READ_BYTES)
+            except TimeoutError:
+                data = None
+            if data is None and time.monotonic() - last_recv > 1.5 * self._keepalive:
+                raise ConnectionError("the broker stopped answering (keepalive)")
+            if data is not None:
+                if not data:
+                    raise ConnectionError("the broker closed the connection")
+                last_recv = time.monotonic()
+                buf += data
+                packets, used = split_packets(buf)
+                del buf[:used]
+                messages, acks, other = read_publishes(packets)
+                if acks:
+                    self._send(sock, acks)
+                for first, body in other:
+                    kind = first >> 4
+                    if kind == 2:  # CONNACK
+                        code = body[1] if len(body) > 1 else 255
+                        if code:
+                            reason = _CONNACK_REFUSALS.get(code, f"return code {code}")
+                            raise BusError(f"the broker refused the connection: {reason}")
+                        self._send(sock, subscribe_packet(packet_id, self._subscriptions))
+                    elif kind == 9:  # SUBACK
+                        refused = [
+                            f
+                            for f, code in zip(self._subscriptions, body[2:], strict=False)
+                            if code == 0x80
+                        ]
+                        if refused:
+                            self._refused = (
+                                f"the broker at {self.broker_url} refused the subscription to "
+                                f"{refused[0]}: allow it in the controller's broker ACL "
+                                "(`jetfleet broker config` writes it)"
+                            )
+                            logger.error("%s", self._refused)
+                            return
+                        subscribed = True
+                        self._ever_subscribed = True
+                        self._error = None
+                        self._subscribed.set()
+                        logger.info("ingest link subscribed on %s", self.broker_url)
+                if messages:
+                    self._on_batch(messages)
+            elif not subscribed and time.monotonic() - self._last_send > 10.0:
+                raise BusError("the broker did not answer CONNECT/SUBSCRIBE within 10 s")
+            if time.monotonic() - self._last_send >= ping_due:
+                self._send(sock, PINGREQ)
+
+    def _send(self, sock: socket.socket, data: bytes) -> None:
+        with self._send_lock:
+            sock.sendall(data)
+            self._last_send = time.monotonic()
