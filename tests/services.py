@@ -1,4 +1,5 @@
-"""Find, start or install the real services the tests talk to: Mosquitto and PostgreSQL.
+"""Find, start or install the real services the tests talk to: Mosquitto and PostgreSQL, and
+the headless Chromium the dashboard's browser test drives.
 
 Order for each: already listening → start the installed server → install the Debian package
 (root only) and start it → stop the run with a message naming what to install. Never a skip.
@@ -110,10 +111,37 @@ def ensure_postgres() -> str:
     )
 
 
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+
+
+def find_chromium() -> str | None:
+    """The path of a Chromium (or Chrome) on PATH, or None."""
+    for name in CHROMIUM_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def ensure_chromium() -> str:
+    """Return the path of a headless-capable Chromium, installing Debian's package if needed."""
+    path = find_chromium()
+    if path is None:
+        _apt_install("chromium")
+        path = find_chromium()
+    if path is None:
+        raise ServiceUnavailable(
+            "no Chromium for the dashboard's browser test and none could be installed: "
+            "apt-get install chromium"
+        )
+    return path
+
+
 def main() -> int:
     try:
         print("mosquitto:", ensure_mosquitto())
         print("postgresql:", ensure_postgres())
+        print("chromium:", ensure_chromium())
     except ServiceUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

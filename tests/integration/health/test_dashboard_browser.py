@@ -9,7 +9,6 @@ page submits the token itself and the browser follows the redirect with the sess
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -21,15 +20,15 @@ import pytest
 from controller.server import Controller
 from tests.integration.controller.conftest import MqttPeer, new_token, poll
 from tests.integration.health.test_health_api import publish_fleet
+from tests.services import find_chromium
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 
 def chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        found = shutil.which(name)
-        if found:
-            return found
+    found = find_chromium()  # `make test` installs it first (tests/services.py)
+    if found:
+        return found
     pytest.fail(
         "headless Chromium not found: install Debian's package (apt-get install chromium)",
         pytrace=False,
