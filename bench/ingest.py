@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import shutil
 import socket
 import subprocess
@@ -41,6 +42,52 @@ from shared.messages import ModelStats, Telemetry
 DEFAULT_PG = os.environ.get(
     "JETFLEET_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
+
+
+class CpuMeter:
+    """CPU seconds (user + system) spent by each part of a run, between ``start`` and ``stop``.
+
+    Parts: the controller (this process and its children, i.e. ingest workers), the broker,
+    PostgreSQL (every ``postgres`` process) and the publishers (children this process waited
+    for: the ``mosquitto_pub`` processes, and ``mosquitto_sub`` in the ceiling run). CPU per
+    message is what a noisy shared machine cannot distort much, unlike messages per second.
+    """
+
+    def __init__(self, broker_pid: int) -> None:
+        self._broker = broker_pid
+        self._before: dict[str, float] = {}
+        self._seen: dict[int, float] = {}
+
+    def _controller_pids(self) -> list[psutil.Process]:
+        me = psutil.Process()
+        return [me] + [c for c in me.children(recursive=True) if "mosquitto" not in c.name()]
+
+    def _read(self) -> dict[str, float]:
+        def cpu(procs: list[psutil.Process]) -> float:
+            total = 0.0
+            for proc in procs:
+                try:
+                    t = proc.cpu_times()
+                except psutil.Error:
+                    continue
+                total += t.user + t.system
+            return total
+
+        pg = [p for p in psutil.process_iter(["name"]) if p.info["name"] == "postgres"]
+        waited = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return {
+            "controller": cpu(self._controller_pids()),
+            "broker": cpu([psutil.Process(self._broker)]),
+            "postgres": cpu(pg),
+            "publishers": waited.ru_utime + waited.ru_stime,
+        }
+
+    def start(self) -> None:
+        self._before = self._read()
+
+    def stop(self) -> dict[str, float]:
+        after = self._read()
+        return {part: max(0.0, after[part] - self._before[part]) for part in after}
 
 
 def free_port() -> int:
@@ -122,7 +169,9 @@ def publish_all(port: int, files: list[tuple[str, Path]]) -> list[subprocess.Pop
     return procs
 
 
-def ceiling(port: int, prefix: str, files: list[tuple[str, Path]], total: int) -> float:
+def ceiling(
+    port: int, prefix: str, files: list[tuple[str, Path]], total: int, meter: CpuMeter
+) -> tuple[float, dict[str, float]]:
     sub = subprocess.Popen(
         [
             "mosquitto_sub",
@@ -138,12 +187,37 @@ def ceiling(port: int, prefix: str, files: list[tuple[str, Path]], total: int) -
         stdout=subprocess.DEVNULL,
     )
     time.sleep(0.5)  # let the subscription land before the first publish
+    meter.start()
     began = time.monotonic()
     pubs = publish_all(port, files)
     sub.wait(600)
     elapsed = time.monotonic() - began
     for p in pubs:
         p.wait(60)
+    return elapsed, meter.stop()
+
+
+def single_publisher_qos0(port: int, prefix: str, workdir: Path, total: int, sample: Path) -> float:
+    """The setup the issue's "C clients move about 100,000 messages/s" describes: one
+    ``mosquitto_pub -l`` at QoS 0 on one topic → ``mosquitto_sub``. No PUBACKs, one process:
+    not what a fleet of QoS 1 devices does, shown for scale."""
+    topic = f"{prefix}/solo/telemetry"
+    path = workdir / "solo.jsonl"
+    line = sample.read_text().split("\n")[0]
+    path.write_text((line + "\n") * total)
+    sub = subprocess.Popen(
+        ["mosquitto_sub", "-p", str(port), "-q", "0", "-t", topic, "-C", str(total)],
+        stdout=subprocess.DEVNULL,
+    )
+    time.sleep(0.5)
+    began = time.monotonic()
+    with path.open("rb") as fh:
+        pub = subprocess.Popen(
+            ["mosquitto_pub", "-p", str(port), "-q", "0", "-t", topic, "-l"], stdin=fh
+        )
+        sub.wait(600)
+    elapsed = time.monotonic() - began
+    pub.wait(60)
     return elapsed
 
 
@@ -173,7 +247,8 @@ def through_controller(
     total: int,
     workdir: Path,
     ingest_workers: int,
-) -> tuple[float, int, dict[str, float]]:
+    meter: CpuMeter,
+) -> tuple[float, int, dict[str, float], dict[str, float]]:
     settings = Settings(
         db_url=db_url,
         broker_url=f"mqtt://127.0.0.1:{port}",
@@ -193,21 +268,28 @@ def through_controller(
         assert services.telemetry is not None
         batcher = services.batcher
         telemetry = services.telemetry
+        time.sleep(1.0)  # start-up work (imports, first queries) is not ingest
+        meter.start()
         began = time.monotonic()
         pubs = publish_all(port, files)
         deadline = began + 600
         peak_queue = 0
-        # Rows in the database, not counters: worker processes report theirs with a lag.
-        while telemetry.counts()["samples"] < total and time.monotonic() < deadline:
-            peak_queue = max(peak_queue, batcher.stats().queued)
-            time.sleep(0.1)
+        # Done means rows in the database, not counters (worker processes report theirs up to
+        # a quarter second late); counting rows costs PostgreSQL CPU, so only near the end.
+        while time.monotonic() < deadline:
+            stats = batcher.stats()
+            peak_queue = max(peak_queue, stats.queued)
+            if stats.samples_persisted >= 0.9 * total and telemetry.counts()["samples"] >= total:
+                break
+            time.sleep(0.05)
         elapsed = time.monotonic() - began
         for p in pubs:
             p.wait(60)
+        cpu = meter.stop()
         stored = services.telemetry.counts()["samples"]
         stats = batcher.stats()
         extra = {"batches": stats.batches, "peak_queue": peak_queue, "blocked_s": stats.blocked_s}
-        return elapsed, stored, extra
+        return elapsed, stored, extra, cpu
     finally:
         controller.stop()
 
@@ -272,16 +354,22 @@ def main() -> None:
     args = parser.parse_args()
     total = args.devices * args.per_device
     worker_counts = [int(n) for n in str(args.ingest_workers).split(",") if n.strip()]
-    rows: list[tuple[str, float, int]] = []
+    rows: list[tuple[str, float, int, dict[str, float]]] = []
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="jf-bench-ingest-") as tmp:
         workdir = Path(tmp)
         broker, port = start_broker(workdir)
+        meter = CpuMeter(broker.pid)
         try:
             prefix = f"bench/{uuid.uuid4().hex[:6]}"
             files = payload_files(workdir, prefix, args.devices, args.per_device, "c")
-            seconds = ceiling(port, prefix, files, total)
-            rows.append(("mosquitto_pub -l → mosquitto_sub (ceiling)", seconds, total))
+            seconds, cpu = ceiling(port, prefix, files, total, meter)
+            rows.append(("mosquitto_pub -l → mosquitto_sub (ceiling)", seconds, total, cpu))
+            solo = single_publisher_qos0(port, prefix, workdir, total, files[0][1])
+            notes.append(
+                "For scale, not a fleet: one `mosquitto_pub -l` at QoS 0 on one topic → "
+                f"`mosquitto_sub`: {total} messages in {solo:.2f} s, {total / solo:,.0f}/s."
+            )
             targets = [("PostgreSQL (COPY)", "pg")] + (
                 [("SQLite (executemany)", "sqlite")] if args.sqlite else []
             )
@@ -291,8 +379,8 @@ def main() -> None:
                 files = payload_files(workdir, prefix, args.devices, args.per_device, tag)
                 url = fresh_pg(args.pg) if kind == "pg" else f"sqlite:///{workdir}/{tag}.db"
                 try:
-                    seconds, stored, extra = through_controller(
-                        url, port, prefix, files, total, workdir, workers
+                    seconds, stored, extra, cpu = through_controller(
+                        url, port, prefix, files, total, workdir, workers, meter
                     )
                 finally:
                     if kind == "pg":
@@ -302,7 +390,9 @@ def main() -> None:
                     if workers
                     else "in-process ingest"
                 )
-                rows.append((f"mosquitto_pub -l → controller ({how}) → {label}", seconds, stored))
+                rows.append(
+                    (f"mosquitto_pub -l → controller ({how}) → {label}", seconds, stored, cpu)
+                )
                 notes.append(
                     f"{label}, {how}: {extra['batches']} batches, peak queue "
                     f"{extra['peak_queue']}, backpressure waits {extra['blocked_s']:.2f} s, "
@@ -313,9 +403,20 @@ def main() -> None:
             broker.terminate()
             broker.wait(10)
     machine = f"{platform.node()} · {psutil.cpu_count()} CPUs · Python {platform.python_version()}"
-    table1 = ["| path | messages | seconds | messages/s |", "|---|---:|---:|---:|"]
-    for name, seconds, count in rows:
-        table1.append(f"| {name} | {count} | {seconds:.2f} | {count / seconds:,.0f} |")
+    table1 = [
+        "| path | messages | seconds | messages/s | % of ceiling | CPU µs/message: controller "
+        "| broker | publishers | PostgreSQL |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    ceiling_rate = rows[0][2] / rows[0][1]
+    for name, seconds, count, cpu in rows:
+        per = {part: f"{1e6 * cpu[part] / max(count, 1):.0f}" for part in cpu}
+        rate = count / seconds
+        table1.append(
+            f"| {name} | {count} | {seconds:.2f} | {rate:,.0f} | {100 * rate / ceiling_rate:.0f} % "
+            f"| {per['controller'] if 'controller' in name else '-'} | {per['broker']} "
+            f"| {per['publishers']} | {per['postgres'] if 'controller' in name else '-'} |"
+        )
     table2 = [
         "| agent (idle, telemetry 1 Hz, no models) | value |",
         "|---|---:|",
@@ -332,7 +433,9 @@ def main() -> None:
             f"--ingest-workers {args.ingest_workers}` "
             f"on {machine}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. One private "
             f"Mosquitto, {args.devices} simulated devices (one `mosquitto_pub -l` process each, "
-            "QoS 1), each message one Telemetry JSON.",
+            "QoS 1), each message one Telemetry JSON. CPU µs/message: user + system CPU of each "
+            "part over the timed window, divided by the messages (the publishers' column includes "
+            "`mosquitto_sub` in the ceiling row).",
             "",
             *table1,
             "",
