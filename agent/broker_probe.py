@@ -16,19 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from shared import mqtt_wire
+from shared.mqtt_wire import CONNACK_REFUSALS
 from shared.transport import MqttAuth
 
 Problem = Literal[
     "tls_files", "tls_verify", "tls_handshake", "tls_session", "refused", "not_mqtt", "unreachable"
 ]
-
-CONNACK_REASONS = {
-    1: "unacceptable protocol version",
-    2: "client identifier rejected",
-    3: "server unavailable",
-    4: "bad user name or password",
-    5: "not authorised",
-}
 
 
 @dataclass(frozen=True)
@@ -40,35 +34,11 @@ class BrokerAnswer:
     tls: bool = False
 
 
-def _utf8(text: str) -> bytes:
-    data = text.encode("utf-8")
-    return len(data).to_bytes(2, "big") + data
-
-
-def _remaining_length(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n % 128, n // 128
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
 def connect_packet(
     client_id: str, username: str | None = None, password: str | None = None
 ) -> bytes:
     """An MQTT 3.1.1 CONNECT (clean session, keepalive 10 s) with optional credentials."""
-    flags = 0x02
-    payload = _utf8(client_id)
-    if username is not None:
-        flags |= 0x80
-        payload += _utf8(username)
-        if password is not None:
-            flags |= 0x40
-            payload += _utf8(password)
-    variable = _utf8("MQTT") + bytes([4, flags]) + (10).to_bytes(2, "big")
-    body = variable + payload
-    return bytes([0x10]) + _remaining_length(len(body)) + body
+    return mqtt_wire.connect_packet(client_id, 10, MqttAuth(username, password))
 
 
 def read_connack(reply: bytes) -> BrokerAnswer:
@@ -82,7 +52,7 @@ def read_connack(reply: bytes) -> BrokerAnswer:
     code = reply[3]
     if code == 0:
         return BrokerAnswer()
-    reason = CONNACK_REASONS.get(code, f"return code {code}")
+    reason = CONNACK_REFUSALS.get(code, f"return code {code}")
     return BrokerAnswer("refused", f"the broker refused the connection: {reason}")
 
 

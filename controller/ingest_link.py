@@ -26,7 +26,6 @@ import contextlib
 import logging
 import socket
 import ssl
-import struct
 import threading
 import time
 import uuid
@@ -34,6 +33,17 @@ from collections.abc import Callable, Sequence
 
 from controller.errors import BusError
 from shared.broker_tls import CONTROLLER_FIXES, client_tls_context, explain_connect_error
+from shared.mqtt_wire import (
+    CONNACK_REFUSALS,
+    DISCONNECT,
+    PINGREQ,
+    Batch,
+    ProtocolError,
+    connect_packet,
+    read_publishes,
+    split_packets,
+    subscribe_packet,
+)
 from shared.transport import MqttAuth, parse_broker_url
 
 logger = logging.getLogger(__name__)
@@ -42,117 +52,6 @@ READ_BYTES = 256 * 1024
 KEEPALIVE_S = 30
 MIN_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
-
-_CONNACK_REFUSALS = {
-    1: "the broker refused MQTT 3.1.1",
-    2: "the broker refused the client id",
-    3: "the broker is unavailable",
-    4: "bad user name or password",
-    5: "not authorised",
-}
-
-Batch = list[tuple[str, bytes]]
-
-
-class ProtocolError(Exception):
-    """The broker sent something an MQTT 3.1.1 broker must not."""
-
-
-def _string(value: str | bytes) -> bytes:
-    raw = value.encode() if isinstance(value, str) else value
-    return struct.pack("!H", len(raw)) + raw
-
-
-def _remaining_length(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n % 128, n // 128
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _packet(first: int, body: bytes) -> bytes:
-    return bytes((first,)) + _remaining_length(len(body)) + body
-
-
-def connect_packet(client_id: str, keepalive_s: int, auth: MqttAuth) -> bytes:
-    """CONNECT, clean session, with the user name and password when ``auth`` has them."""
-    flags = 0x02
-    payload = _string(client_id)
-    if auth.username is not None:
-        flags |= 0x80
-        payload += _string(auth.username)
-        if auth.password is not None:
-            flags |= 0x40
-            payload += _string(auth.password)
-    return _packet(
-        0x10, _string("MQTT") + bytes((4, flags)) + struct.pack("!H", keepalive_s) + payload
-    )
-
-
-def subscribe_packet(packet_id: int, filters: Sequence[str]) -> bytes:
-    """SUBSCRIBE to every filter at QoS 1."""
-    body = struct.pack("!H", packet_id) + b"".join(_string(f) + b"\x01" for f in filters)
-    return _packet(0x82, body)
-
-
-PINGREQ = b"\xc0\x00"
-DISCONNECT = b"\xe0\x00"
-
-
-def split_packets(buf: bytearray | bytes) -> tuple[list[tuple[int, bytes]], int]:
-    """Every complete packet at the start of ``buf`` as (first byte, body), and bytes used.
-
-    A partial packet at the end stays for the next read. ProtocolError for a length field of
-    more than four bytes (MQTT's limit).
-    """
-    packets: list[tuple[int, bytes]] = []
-    pos, end = 0, len(buf)
-    while pos + 2 <= end:
-        first = buf[pos]
-        length, shift, i = 0, 0, pos + 1
-        while True:
-            if i >= end:
-                return packets, pos
-            byte = buf[i]
-            length |= (byte & 0x7F) << shift
-            i += 1
-            if not byte & 0x80:
-                break
-            shift += 7
-            if shift > 21:
-                raise ProtocolError("a packet length field longer than four bytes")
-        if i + length > end:
-            return packets, pos
-        packets.append((first, bytes(buf[i : i + length])))
-        pos = i + length
-    return packets, pos
-
-
-def read_publishes(
-    packets: list[tuple[int, bytes]],
-) -> tuple[Batch, bytes, list[tuple[int, bytes]]]:
-    """The PUBLISHes among ``packets`` as (topic, payload), their PUBACKs as one write, and the
-    other packets (CONNACK, SUBACK, PINGRESP) in order."""
-    messages: Batch = []
-    acks: list[bytes] = []
-    other: list[tuple[int, bytes]] = []
-    for first, body in packets:
-        if first >> 4 != 3:
-            other.append((first, body))
-            continue
-        (topic_len,) = struct.unpack_from("!H", body)
-        topic = body[2 : 2 + topic_len].decode("utf-8", "replace")
-        qos = (first >> 1) & 0x03
-        start = 2 + topic_len
-        if qos:
-            if qos == 2:
-                raise ProtocolError("a QoS 2 PUBLISH on a QoS 1 subscription")
-            acks.append(b"\x40\x02" + body[start : start + 2])
-            start += 2
-        messages.append((topic, body[start:]))
-    return messages, b"".join(acks), other
 
 
 class IngestLink:
@@ -322,7 +221,7 @@ class IngestLink:
                     if kind == 2:  # CONNACK
                         code = body[1] if len(body) > 1 else 255
                         if code:
-                            reason = _CONNACK_REFUSALS.get(code, f"return code {code}")
+                            reason = CONNACK_REFUSALS.get(code, f"return code {code}")
                             raise BusError(f"the broker refused the connection: {reason}")
                         self._send(sock, subscribe_packet(packet_id, self._subscriptions))
                     elif kind == 9:  # SUBACK

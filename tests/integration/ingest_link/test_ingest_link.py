@@ -4,11 +4,9 @@ starts, one with the generated dynamic security ACL, and one serving TLS. No moc
 from __future__ import annotations
 
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import paho.mqtt.client as mqtt
 import pytest
@@ -20,6 +18,7 @@ from controller.ingest_link import IngestLink
 from shared.topics import Channel, Topics
 from shared.transport import MqttAuth, parse_broker_url
 from tests.conftest import free_port
+from tests.integration.controller.conftest import poll
 from tests.integration.security_broker.acl_broker import AclMosquitto
 from tests.integration.spool.mqtt_peers import MosquittoBroker
 from tests.integration.tls.tls_broker import TlsBroker
@@ -29,19 +28,6 @@ LINK_THREAD = "jetfleet-ingest-link"
 START_TIMEOUT_S = 5.0
 """For links that cannot subscribe: long enough for a first attempt on a busy machine, short
 enough that a test waiting out start()'s timeout does not take start()'s default 10 s."""
-T = TypeVar("T")
-
-
-def poll(check: Callable[[], T], what: str, timeout_s: float = 20.0) -> T:
-    """Call ``check`` until it returns something truthy; fail after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.02)
 
 
 class Received:
@@ -135,7 +121,7 @@ def test_every_qos1_message_arrives_once_in_order_in_batches(
         assert link.connected
         expected = numbered(2000)
         publisher.publish(f"{prefix}/dev-1/telemetry", expected)
-        poll(lambda: received.count() >= len(expected), "2,000 messages through the link")
+        poll(lambda: received.count() >= len(expected), 20.0, "2,000 messages through the link")
     finally:
         publisher.close()
         link.stop()
@@ -157,7 +143,7 @@ def test_only_the_subscribed_filter_arrives(
         publisher.publish(f"{prefix}/dev-2/status", [b"not for the link"])
         publisher.publish(f"{prefix}/dev-2/telemetry", [b"first"])
         publisher.publish(f"{prefix}/dev-3/telemetry", [b"second"])
-        poll(lambda: received.count() >= 2, "two telemetry messages")
+        poll(lambda: received.count() >= 2, 20.0, "two telemetry messages")
     finally:
         publisher.close()
         link.stop()
@@ -193,7 +179,7 @@ def test_stop_while_reconnecting_ends_the_link_thread(tmp_path: Path, prefix: st
     try:
         link.start()
         broker.stop()
-        poll(lambda: not link.connected, "the link to notice the broker is gone")
+        poll(lambda: not link.connected, 20.0, "the link to notice the broker is gone")
     finally:
         link.stop()
         broker.stop()
@@ -230,19 +216,19 @@ def test_the_link_resubscribes_after_the_broker_restarts(
             publisher.publish(topic, numbered(50))
         finally:
             publisher.close()
-        poll(lambda: received.count() >= 50, "50 messages before the restart")
+        poll(lambda: received.count() >= 50, 20.0, "50 messages before the restart")
 
         own_broker.stop()
-        poll(lambda: not link.connected, "the link to notice the broker is gone")
+        poll(lambda: not link.connected, 20.0, "the link to notice the broker is gone")
         own_broker.start()
-        poll(lambda: link.connected, "the link to subscribe again by itself")
+        poll(lambda: link.connected, 20.0, "the link to subscribe again by itself")
 
         publisher = Publisher(url)
         try:
             publisher.publish(topic, numbered(50, start=50))
         finally:
             publisher.close()
-        poll(lambda: received.count() >= 100, "50 messages after the restart")
+        poll(lambda: received.count() >= 100, 20.0, "50 messages after the restart")
     finally:
         link.stop()
 
@@ -381,7 +367,7 @@ def test_an_mqtts_link_subscribes_and_receives(
             publisher.publish(f"{prefix}/dev-1/telemetry", numbered(100))
         finally:
             publisher.close()
-        poll(lambda: received.count() >= 100, "100 messages over TLS")
+        poll(lambda: received.count() >= 100, 20.0, "100 messages over TLS")
     finally:
         link.stop()
 

@@ -1,4 +1,4 @@
-"""The packet helpers of the lean ingest link, against bytes written out from MQTT 3.1.1.
+"""The MQTT 3.1.1 packet helpers (shared/mqtt_wire.py), against bytes written out from MQTT 3.1.1.
 
 Every expected packet here is spelled out by hand from the specification (fixed header: packet
 type and flags, then the remaining length as a variable byte integer, seven bits a byte, least
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.ingest_link import (
+from shared.mqtt_wire import (
     ProtocolError,
     connect_packet,
     read_publishes,
