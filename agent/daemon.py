@@ -52,6 +52,7 @@ from agent.runtime import LoadedModel, ModelLoader
 from agent.serving import ServingServer, create_app
 from agent.serving_core import ModelRegistry
 from agent.settings import AgentSettings
+from agent.shared_memory import SharedMemoryRegions
 from agent.slots import SlotRecord, utcnow
 from agent.state_store import DESIRED_FILE, downloaded, ensure_layout, load_desired, save_desired
 from agent.swap_journal import Pointer, SwapJournal
@@ -147,6 +148,7 @@ class AgentDaemon:
         host, port = settings.serve
         self._serve_host = host
         self.batcher = Batcher()
+        self.shared_memory = SharedMemoryRegions() if settings.serve_shared_memory else None
         app = create_app(
             self.registry,
             self.metrics,
@@ -154,6 +156,7 @@ class AgentDaemon:
             self._version,
             self.prometheus,
             batcher=self.batcher,
+            shared_memory=self.shared_memory,
         )
         self._server = ServingServer(app, host, port)
         token = settings.api_token.get_secret_value() if settings.api_token else None
@@ -264,6 +267,8 @@ class AgentDaemon:
             self.service.stop()
             self._link.stop()
             self._server.stop()
+            if self.shared_memory is not None:
+                self.shared_memory.close()
             self.registry.close_all()
             self._sampler.close()
             self._downloader.close()

@@ -4,7 +4,9 @@ Both encodings of the protocol: JSON ``data`` and the *binary tensor data extens
 is a JSON header of ``Inference-Header-Content-Length`` bytes followed by the raw little-endian
 bytes of every input whose ``parameters.binary_data_size`` is set, in the order of ``inputs``;
 outputs asked with ``parameters.binary_data: true`` (or the request parameter
-``binary_data_output: true``) come back the same way.
+``binary_data_output: true``) come back the same way. With the system shared-memory extension
+(:mod:`agent.shared_memory`), an input or output names a registered region instead of carrying
+data.
 
 Every check raises InvalidInputError with a message that names the tensor and what was expected,
 so a client can fix its request from the 400 alone.
@@ -22,6 +24,11 @@ if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (issue
 
 from agent.errors import InvalidInputError
 from agent.runtime import KSERVE_TO_NUMPY, NUMPY_TO_KSERVE, TensorSpec
+from agent.shared_memory import SharedMemoryRegions, TensorRef, tensor_ref
+
+SHM_OFF = (
+    "client shared memory is off on this agent: start it with JETFLEET_SERVE_SHARED_MEMORY=true"
+)
 
 _END = object()
 
@@ -69,7 +76,7 @@ def _fits(shape: tuple[int, ...], spec: tuple[int, ...]) -> bool:
 
 
 def _decode_tensor(
-    raw: Any, specs: Mapping[str, TensorSpec], binary: bytes | None = None
+    raw: Any, specs: Mapping[str, TensorSpec], binary: bytes | memoryview | None = None
 ) -> tuple[str, np.ndarray]:
     import numpy as np
 
@@ -146,9 +153,15 @@ def split_body(raw: bytes, header_length: str | None) -> tuple[bytes, bytes]:
 
 
 def decode_request(
-    body: Any, inputs: Sequence[TensorSpec], binary: bytes = b""
+    body: Any,
+    inputs: Sequence[TensorSpec],
+    binary: bytes = b"",
+    regions: SharedMemoryRegions | None = None,
 ) -> dict[str, np.ndarray]:
-    """The feeds of a KServe v2 infer request body (and its binary tail), checked."""
+    """The feeds of a KServe v2 infer request body (its binary tail, its shared memory), checked.
+
+    An input in shared memory is a view of the region, not a copy.
+    """
 
     if not isinstance(body, dict) or not isinstance(body.get("inputs"), list):
         raise InvalidInputError("request body must be an object with an 'inputs' list")
@@ -157,8 +170,18 @@ def decode_request(
     offset = 0
     for raw in body["inputs"]:
         size = _binary_size(raw)
-        chunk = None
-        if size is not None:
+        ref = tensor_ref(raw)
+        chunk: bytes | memoryview | None = None
+        if ref is not None:
+            if size is not None or (isinstance(raw, dict) and "data" in raw):
+                raise InvalidInputError(
+                    f"input {raw.get('name')!r}: shared memory and data (or binary_data_size) "
+                    "are given together; give one"
+                )
+            if regions is None:
+                raise InvalidInputError(SHM_OFF)
+            chunk = regions.read(ref)
+        elif size is not None:
             if offset + size > len(binary):
                 raise InvalidInputError(
                     f"binary data ends before input {raw.get('name')!r}: "
@@ -212,6 +235,16 @@ def encode_outputs(results: Mapping[str, np.ndarray], names: Sequence[str]) -> l
     return encoded
 
 
+def shared_memory_outputs(body: Mapping[str, Any]) -> dict[str, TensorRef]:
+    """Outputs the request asks to be written into shared-memory regions, by name."""
+    refs = {}
+    for wanted in body.get("outputs") or []:
+        ref = tensor_ref(wanted)
+        if ref is not None:
+            refs[str(wanted.get("name"))] = ref
+    return refs
+
+
 def binary_outputs(body: Mapping[str, Any], names: Sequence[str]) -> set[str]:
     """Outputs to return as binary data (per-output or request-wide ``binary_data`` flags)."""
     params = body.get("parameters")
@@ -235,9 +268,18 @@ def encode_response(
     results: Mapping[str, np.ndarray],
     names: Sequence[str],
     binary: set[str],
+    shared: Mapping[str, TensorRef] | None = None,
+    regions: SharedMemoryRegions | None = None,
 ) -> tuple[bytes, int | None]:
-    """The response body and, when any output is binary, the JSON header's length."""
+    """The response body and, when any output is binary, the JSON header's length.
+
+    Outputs in ``shared`` are written into their regions and carry no data.
+    """
     import numpy as np
+
+    shared = shared or {}
+    if shared and regions is None:
+        raise InvalidInputError(SHM_OFF)
 
     outputs = []
     tail: list[bytes] = []
@@ -248,7 +290,16 @@ def encode_response(
             "shape": list(array.shape),
             "datatype": NUMPY_TO_KSERVE.get(array.dtype.name, str(array.dtype)),
         }
-        if name in binary:
+        if name in shared and regions is not None:
+            ref = shared[name]
+            raw = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
+            regions.write(ref, raw)
+            entry["parameters"] = {
+                "shared_memory_region": ref.region,
+                "shared_memory_byte_size": len(raw),
+                "shared_memory_offset": ref.offset,
+            }
+        elif name in binary:
             raw = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
             entry["parameters"] = {"binary_data_size": len(raw)}
             tail.append(raw)

@@ -37,16 +37,19 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from agent.batching import Batcher
 from agent.errors import InferenceError, InvalidInputError, StartupError
 from agent.kserve import (
+    SHM_OFF,
     binary_outputs,
     decode_request,
     encode_response,
     requested_outputs,
+    shared_memory_outputs,
     split_body,
 )
 from agent.metrics import Metrics
 from agent.prometheus import CONTENT_TYPE, PromMetrics
 from agent.runtime import TensorSpec
 from agent.serving_core import Busy, ModelRegistry, NotServed
+from agent.shared_memory import RegionError, SharedMemoryRegions
 
 PLATFORM = "onnxruntime_onnx"
 EXTENSIONS = ["binary_tensor_data", "model_repository_metadata", "metrics"]
@@ -87,12 +90,13 @@ def _run_inference(
     body: dict[str, Any],
     binary: bytes,
     batcher: Batcher | None = None,
+    regions: SharedMemoryRegions | None = None,
 ) -> tuple[bytes, int | None, str]:
     with registry.acquire(name) as entry:
         if version is not None and version != entry.version:
             raise NotServed(f"model {name!r} serves version {entry.version!r}, not {version!r}")
         model = entry.model
-        feeds = decode_request(body, model.inputs, binary)
+        feeds = decode_request(body, model.inputs, binary, regions)
         names = requested_outputs(body, model.outputs)
         if batcher is None:
             results = model.infer(feeds)
@@ -102,7 +106,15 @@ def _run_inference(
     response: dict[str, Any] = {"model_name": name, "model_version": served}
     if isinstance(body.get("id"), str):
         response["id"] = body["id"]
-    payload, header_length = encode_response(response, results, names, binary_outputs(body, names))
+    del feeds  # inputs may be views of shared memory: release them before answering
+    payload, header_length = encode_response(
+        response,
+        results,
+        names,
+        binary_outputs(body, names),
+        shared_memory_outputs(body),
+        regions,
+    )
     return payload, header_length, served
 
 
@@ -113,12 +125,16 @@ def create_app(
     server_version: str,
     prometheus: PromMetrics | None = None,
     batcher: Batcher | None = None,
+    shared_memory: SharedMemoryRegions | None = None,
 ) -> Starlette:
     """The KServe v2 app over ``registry``; ``is_ready`` says whether every desired slot serves.
 
     With ``batcher``, infer requests of models it has a policy for are dynamically batched
-    (:mod:`agent.batching`) and ``/metrics`` adds its batch counters.
+    (:mod:`agent.batching`) and ``/metrics`` adds its batch counters. With ``shared_memory``,
+    clients may register system shared-memory regions and pass tensors through them
+    (:mod:`agent.shared_memory`); without it those routes answer 400 saying how to turn it on.
     """
+    extensions = EXTENSIONS + (["system_shared_memory"] if shared_memory is not None else [])
 
     async def http_error(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
@@ -126,7 +142,7 @@ def create_app(
 
     def server_metadata(_: Request) -> Response:
         return JSONResponse(
-            {"name": "jetfleet-agent", "version": server_version, "extensions": EXTENSIONS}
+            {"name": "jetfleet-agent", "version": server_version, "extensions": extensions}
         )
 
     def metrics_text(_: Request) -> Response:
@@ -183,7 +199,7 @@ def create_app(
             head, binary = split_body(await request.body(), request.headers.get(HEADER_LENGTH))
             body = _parse_body(head)
             payload, header_length, served = await run_in_threadpool(
-                _run_inference, registry, name, version, body, binary, batcher
+                _run_inference, registry, name, version, body, binary, batcher, shared_memory
             )
         except NotServed as exc:
             status, message = 404, str(exc)
@@ -209,8 +225,41 @@ def create_app(
             headers={"Inference-Header-Content-Length": str(header_length)},
         )
 
+    async def shm_register(request: Request) -> Response:
+        if shared_memory is None:
+            return _error(400, SHM_OFF)
+        try:
+            body = _parse_body(await request.body())
+            shared_memory.register(request.path_params["region"], body)
+        except InvalidInputError as exc:
+            return _error(400, str(exc))
+        return JSONResponse({})
+
+    def shm_unregister(request: Request) -> Response:
+        if shared_memory is None:
+            return _error(400, SHM_OFF)
+        try:
+            shared_memory.unregister(request.path_params.get("region"))
+        except RegionError as exc:
+            return _error(400, str(exc))
+        return JSONResponse({})
+
+    def shm_status(request: Request) -> Response:
+        if shared_memory is None:
+            return _error(400, SHM_OFF)
+        try:
+            return JSONResponse(shared_memory.status(request.path_params.get("region")))
+        except RegionError as exc:
+            return _error(400, str(exc))
+
     get = ["GET"]
+    shm = "/v2/systemsharedmemory"
     routes = [
+        Route(f"{shm}/status", shm_status, methods=get),
+        Route(f"{shm}/region/{{region}}/status", shm_status, methods=get),
+        Route(f"{shm}/region/{{region}}/register", shm_register, methods=["POST"]),
+        Route(f"{shm}/unregister", shm_unregister, methods=["POST"]),
+        Route(f"{shm}/region/{{region}}/unregister", shm_unregister, methods=["POST"]),
         Route("/v2", server_metadata, methods=get),
         Route("/metrics", metrics_text, methods=get),
         Route("/v2/health/live", live, methods=get),

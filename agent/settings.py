@@ -100,6 +100,11 @@ class AgentSettings(BaseSettings):
         default="127.0.0.1:8000",
         description="HOST:PORT the KServe v2 REST server binds (port 0 = any free port).",
     )
+    serve_shared_memory: bool = Field(
+        default=False,
+        description="Let local clients register /dev/shm regions and pass tensors through them "
+        "(Triton's system shared-memory extension; Triton: --allow-client-shm).",
+    )
     runtime: Literal["auto", "onnxruntime", "tensorrt"] = Field(
         default="auto",
         description="Inference runtime: auto = TensorRT where it imports and a CUDA device "

@@ -9,7 +9,10 @@ built once, one ``sendall``, head and body read by Content-Length, as wrk does),
 library's http.client and httpx. The raw client costs least on the bench's side, so its row is
 closest to the agent's own cost; the other rows add their client's cost. A second agent serving a
 one-operator model (GlobalAveragePool over the same 1x3x224x224 input, ~0.1 ms of ONNX Runtime)
-shows the agent's cost for the same 600 KB request without a 10 ms model run in between.
+shows the agent's cost for the same 600 KB request without a 10 ms model run in between. The
+"shared memory" rows pass the input through a registered ``/dev/shm`` region (Triton's system
+shared-memory extension, :mod:`agent.shared_memory`): the client copies the frame into the region
+(timed) and sends a small JSON request; the output comes back as binary data.
 Reported: p50 / p99 per path, what HTTP adds at p50 over its in-process baseline (goal: <= 1 ms
 with binary data) and p50 as a ratio of that baseline. Usage:
 ``python bench/serving_overhead.py [--requests 300] [--out bench/results]``.
@@ -28,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
+from multiprocessing import shared_memory
 from pathlib import Path
 
 import httpx
@@ -38,6 +42,7 @@ from agent.metrics import Metrics
 from agent.runtime_ort import load_ort
 from agent.serving import READ_SIZE, ServingServer, create_app
 from agent.serving_core import ModelRegistry, ServedModel
+from agent.shared_memory import SharedMemoryRegions
 from tests.analysis_models import mobilenet_v2_like
 
 
@@ -112,7 +117,8 @@ def serve(path: str, ports: multiprocessing.Queue[int]) -> None:
     """The agent's serving stack over one model, in this (child) process until killed."""
     registry = ModelRegistry()
     registry.swap(ServedModel("m", "1", "0" * 64, load_ort(Path(path))))
-    server = ServingServer(create_app(registry, Metrics(), lambda: True, "b"), "127.0.0.1", 0)
+    app = create_app(registry, Metrics(), lambda: True, "b", shared_memory=SharedMemoryRegions())
+    server = ServingServer(app, "127.0.0.1", 0)
     ports.put(server.start())
     threading.Event().wait()
 
@@ -155,6 +161,51 @@ def binary_request(name: str, image: np.ndarray) -> tuple[bytes, bytes]:
     return header, header + raw
 
 
+class ShmClient:
+    """Each call copies the frame into a registered shared-memory region, then asks over HTTP."""
+
+    def __init__(self, port: int, name: str, image: np.ndarray) -> None:
+        self._raw = image.astype("<f4").tobytes()
+        self.segment = shared_memory.SharedMemory(
+            name=f"jf-bench-{port}", create=True, size=len(self._raw)
+        )
+        region = f"frame-{port}"
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}/v2/systemsharedmemory/region/{region}/register",
+            json={"key": f"/{self.segment.name}", "offset": 0, "byte_size": len(self._raw)},
+        )
+        reply.raise_for_status()
+        request = json.dumps(
+            {
+                "inputs": [
+                    {
+                        "name": name,
+                        "shape": list(image.shape),
+                        "datatype": "FP32",
+                        "parameters": {
+                            "shared_memory_region": region,
+                            "shared_memory_byte_size": len(self._raw),
+                        },
+                    }
+                ],
+                "parameters": {"binary_data_output": True},
+            }
+        ).encode()
+        headers = {"Content-Type": "application/json"}
+        self.http = RawClient(port, "/v2/models/m/infer", headers, request)
+
+    def __call__(self) -> int:
+        buf = self.segment.buf
+        assert buf is not None
+        buf[: len(self._raw)] = self._raw  # the camera writes its frame
+        return self.http()
+
+    def close(self) -> None:
+        self.http.close()
+        self.segment.close()
+        self.segment.unlink()
+
+
 def raw_client(port: int, header: bytes, body: bytes) -> RawClient:
     headers = {
         "Inference-Header-Content-Length": str(len(header)),
@@ -193,6 +244,10 @@ def main() -> None:
             raw_client(port, header, body),
             raw_client(small_port, *binary_request(small.inputs[0].name, image)),
         ]
+        shm_clients = [
+            ShmClient(port, spec.name, image),
+            ShmClient(small_port, small.inputs[0].name, image),
+        ]
         with httpx.Client(timeout=60) as client:
 
             def via_json() -> None:
@@ -229,8 +284,14 @@ def main() -> None:
                 "agent HTTP, binary tensors, httpx": (via_binary, n, ORT),
                 "agent HTTP, JSON tensors, httpx": (via_json, max(10, n // 10), ORT),
                 ORT_SMALL: (lambda: small.infer({small.inputs[0].name: image}), n, ORT_SMALL),
+                "agent HTTP, input in shared memory, raw socket client": (shm_clients[0], n, ORT),
                 "1-op model: agent HTTP, binary tensors, raw socket client": (
                     clients[1],
+                    n,
+                    ORT_SMALL,
+                ),
+                "1-op model: agent HTTP, input in shared memory, raw socket client": (
+                    shm_clients[1],
                     n,
                     ORT_SMALL,
                 ),
@@ -242,12 +303,14 @@ def main() -> None:
                     # uvicorn closes a connection idle for 5 s (its keep-alive timeout), as
                     # between a client's turns: each turn starts on a fresh connection.
                     conn.close()
-                    for c in clients:
+                    for c in [*clients, *(s.http for s in shm_clients)]:
                         c.reconnect()
                     rows[name] += timed(fn, max(1, count // args.rounds))
         conn.close()
         for c in clients:
             c.close()
+        for shm in shm_clients:
+            shm.close()
         for agent in agents:
             agent.kill()
             agent.join()
