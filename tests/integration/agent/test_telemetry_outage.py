@@ -7,7 +7,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -41,33 +41,21 @@ def spooled(state_dir: Path) -> int:
         )
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[MosquittoBroker]:
-    directory = tmp_path / "broker"
-    directory.mkdir()
-    broker = MosquittoBroker(directory, free_port())
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
-
-
 def seq_of(payload: bytes) -> int:
     sample_id = json.loads(payload)["sample_id"]
     return int(sample_id.rsplit(":", 1)[1])
 
 
 def test_telemetry_taken_while_the_broker_is_down_arrives_after_it_returns_in_order(
-    broker: MosquittoBroker, tmp_path: Path
+    private_broker: MosquittoBroker, tmp_path: Path
 ) -> None:
     prefix = f"outage-{uuid.uuid4().hex[:8]}/v1"
-    subscriber = Subscriber(broker.port, f"{prefix}/{DEVICE}/telemetry")
+    subscriber = Subscriber(private_broker.port, f"{prefix}/{DEVICE}/telemetry")
     assert subscriber.subscribed.wait(10), "the subscriber never got its SUBACK"
     state_dir = tmp_path / "state"
     settings = AgentSettings(
         device_id=DEVICE,
-        broker_url=f"mqtt://127.0.0.1:{broker.port}",
+        broker_url=f"mqtt://127.0.0.1:{private_broker.port}",
         state_dir=state_dir,
         serve_address=f"127.0.0.1:{free_port()}",
         topic_prefix=prefix,
@@ -86,12 +74,12 @@ def test_telemetry_taken_while_the_broker_is_down_arrives_after_it_returns_in_or
     agent.start()
     try:
         wait_until(lambda: subscriber.count() >= 5, "5 samples arrived")
-        broker.stop()
+        private_broker.stop()
         down_at = subscriber.count()
         wait_until(lambda: spooled(state_dir) >= 20, "20 samples waited in the spool")
         assert subscriber.count() - down_at <= 1, "samples arrived while the broker was down"
         spooled_during_outage = spooled(state_dir)
-        broker.start()
+        private_broker.start()
         wait_until(
             lambda: len(set(subscriber.received)) >= down_at + spooled_during_outage + 5,
             "the spooled samples and 5 more arrived",

@@ -190,22 +190,10 @@ def test_stop_while_reconnecting_ends_the_link_thread(tmp_path: Path, prefix: st
 # --- a broker that goes away -----------------------------------------------------------------
 
 
-@pytest.fixture
-def own_broker(tmp_path: Path) -> Iterator[MosquittoBroker]:
-    directory = tmp_path / "broker"
-    directory.mkdir()
-    broker = MosquittoBroker(directory, free_port())
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
-
-
 def test_the_link_resubscribes_after_the_broker_restarts(
-    own_broker: MosquittoBroker, prefix: str, no_leftover_link_thread: None
+    private_broker: MosquittoBroker, prefix: str, no_leftover_link_thread: None
 ) -> None:
-    url = f"mqtt://127.0.0.1:{own_broker.port}"
+    url = f"mqtt://127.0.0.1:{private_broker.port}"
     topic = f"{prefix}/dev-1/telemetry"
     received = Received()
     link = IngestLink(url, [f"{prefix}/+/telemetry"], received)
@@ -218,9 +206,9 @@ def test_the_link_resubscribes_after_the_broker_restarts(
             publisher.close()
         poll(lambda: received.count() >= 50, 20.0, "50 messages before the restart")
 
-        own_broker.stop()
+        private_broker.stop()
         poll(lambda: not link.connected, 20.0, "the link to notice the broker is gone")
-        own_broker.start()
+        private_broker.start()
         poll(lambda: link.connected, 20.0, "the link to subscribe again by itself")
 
         publisher = Publisher(url)
@@ -332,23 +320,6 @@ def test_a_subscription_the_acl_does_not_allow_is_refused(
 
 
 # --- TLS -------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def tls(tmp_path: Path) -> TlsFiles:
-    return make_ca(tmp_path / "pki")
-
-
-@pytest.fixture
-def tls_broker(tls: TlsFiles, tmp_path: Path) -> Iterator[TlsBroker]:
-    directory = tmp_path / "tls-broker"
-    directory.mkdir()
-    broker = TlsBroker(tls, directory)
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
 
 
 def test_an_mqtts_link_subscribes_and_receives(

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from agent.spool import Forwarder, Spool
-from tests.conftest import free_port
 from tests.integration.spool.mqtt_peers import MosquittoBroker, Qos1Publisher, Subscriber
 
 SAMPLES = 300
@@ -26,24 +25,12 @@ def wait_until(condition: Callable[[], bool], what: str, deadline_s: float = 30.
         time.sleep(0.02)
 
 
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[MosquittoBroker]:
-    directory = tmp_path / "broker"
-    directory.mkdir()
-    broker = MosquittoBroker(directory, free_port())
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
-
-
 def test_samples_produced_while_the_broker_is_down_arrive_once_in_order(
-    broker: MosquittoBroker, tmp_path: Path
+    private_broker: MosquittoBroker, tmp_path: Path
 ) -> None:
-    subscriber = Subscriber(broker.port, "jetfleet/v1/gw-01/telemetry")
+    subscriber = Subscriber(private_broker.port, "jetfleet/v1/gw-01/telemetry")
     assert subscriber.subscribed.wait(10), "the subscriber never got its SUBACK"
-    publisher = Qos1Publisher(broker.port, "jetfleet/v1/gw-01")
+    publisher = Qos1Publisher(private_broker.port, "jetfleet/v1/gw-01")
     spool = Spool(tmp_path / "spool.sqlite3")
     forwarder = Forwarder(spool, publisher, idle_s=0.2, retry_base_s=0.05, retry_cap_s=0.5)
     produced = threading.Event()
@@ -61,11 +48,11 @@ def test_samples_produced_while_the_broker_is_down_arrive_once_in_order(
     producer.start()
     try:
         wait_until(lambda: subscriber.count() >= 30, "30 samples went through")
-        broker.stop()
+        private_broker.stop()
         before_outage = subscriber.count()
         wait_until(lambda: len(spool) >= 50, "50 samples were spooled while the broker was down")
         assert not produced.is_set(), "the outage must happen during production"
-        broker.start()
+        private_broker.start()
         wait_until(produced.is_set, "the producer finished")
         wait_until(lambda: len(set(subscriber.received)) >= SAMPLES, f"{SAMPLES} samples arrived")
         wait_until(lambda: len(spool) == 0, "the spool drained")

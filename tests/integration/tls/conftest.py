@@ -13,7 +13,7 @@ from controller.server import Controller
 from controller.settings import Settings
 from shared.topics import Topics
 from tests.integration.tls.tls_broker import TlsBroker
-from tests.tls_ca import TlsFiles, make_ca
+from tests.tls_ca import TlsFiles
 
 
 @pytest.fixture(autouse=True)
@@ -22,25 +22,6 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.upper().startswith("JETFLEET_") and not name.upper().startswith("JETFLEET_TEST"):
             monkeypatch.delenv(name)
-
-
-@pytest.fixture
-def tls(tmp_path: Path) -> TlsFiles:
-    """A CA generated for this test, with a server (127.0.0.1, localhost) and client certificate."""
-    return make_ca(tmp_path / "pki")
-
-
-@pytest.fixture
-def tls_broker(tls: TlsFiles, tmp_path: Path) -> Iterator[TlsBroker]:
-    """Mosquitto serving mqtts:// with the test CA's server certificate; anonymous clients."""
-    directory = tmp_path / "broker"
-    directory.mkdir()
-    broker = TlsBroker(tls, directory)
-    broker.start()
-    try:
-        yield broker
-    finally:
-        broker.stop()
 
 
 @pytest.fixture
