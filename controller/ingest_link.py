@@ -129,16 +129,20 @@ class IngestLink:
         )
 
     def stop(self) -> None:
-        """Send DISCONNECT, close the socket and join the thread."""
+        """Ask the link's thread to send DISCONNECT and close (within about a second), join it.
+
+        Only the link's thread touches the socket while it runs (a TLS socket must not be read
+        and written from two threads at once); one stuck in ``on_batch`` past 10 s has its
+        socket shut under it.
+        """
         self._stopping.set()
-        sock = self._sock
-        if sock is not None:
-            with contextlib.suppress(OSError):
-                self._send(sock, DISCONNECT)
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
         if self._thread is not None:
             self._thread.join(10.0)
+            sock = self._sock
+            if self._thread.is_alive() and sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                self._thread.join(5.0)
             self._thread = None
         self._subscribed.clear()
 
@@ -249,6 +253,8 @@ class IngestLink:
                 raise BusError("the broker did not answer CONNECT/SUBSCRIBE within 10 s")
             if time.monotonic() - self._last_send >= ping_due:
                 self._send(sock, PINGREQ)
+        with contextlib.suppress(OSError):
+            self._send(sock, DISCONNECT)  # stopping: leave cleanly
 
     def _send(self, sock: socket.socket, data: bytes) -> None:
         with self._send_lock:
