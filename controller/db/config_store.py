@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from controller.db.schema import DelegateConfigLayer, Deployment, utcnow
-from controller.db.session import make_sessionmaker, transaction
+from controller.db.session import SessionStore
 from controller.errors import Conflict, NotFound
 from controller.records import ConfigLayerRecord
 
 
-class ConfigStore:
+class ConfigStore(SessionStore):
     """Layers of named delegate configs."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._sessions = make_sessionmaker(engine)
-
-    @contextmanager
-    def _tx(self) -> Iterator[Session]:
-        with transaction(self._sessions) as session:
-            yield session
 
     def layers(self, name: str | None = None) -> list[ConfigLayerRecord]:
         """Every layer (or those of config ``name``), by config name then creation order."""

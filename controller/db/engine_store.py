@@ -11,17 +11,14 @@ one commit; the other retries and then sees (and is denied by) the winner's leas
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import datetime
 
-from sqlalchemy import Engine, delete, select
+from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from controller.db.lease_rows import decide_locked
 from controller.db.schema import Artifact, BuildLease, EngineRecord, EngineTuning, utcnow
-from controller.db.session import make_sessionmaker, transaction
+from controller.db.session import SessionStore
 from controller.errors import Conflict, DatabaseError
 from controller.leases import Decision
 from shared.engines import EngineManifest
@@ -29,17 +26,8 @@ from shared.engines import EngineManifest
 _RETRIES = 5
 
 
-class EngineStoreDb:
+class EngineStoreDb(SessionStore):
     """The ``engines``, ``engine_tunings`` and ``build_leases`` tables."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._sessions = make_sessionmaker(engine)
-        self._sqlite = engine.dialect.name == "sqlite"
-
-    @contextmanager
-    def _tx(self) -> Iterator[Session]:
-        with transaction(self._sessions) as session:
-            yield session
 
     def add_artifact(self, sha256: str, size: int) -> bool:
         """Record an artifact's row (bytes already in the store); False when it existed."""

@@ -3,17 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import select, update
 
 from controller.db.schema_security import DeviceIdentityRow, EnrolTokenRow, SigningKeyRow
-from controller.db.session import make_sessionmaker, transaction
+from controller.db.session import SessionStore
 from controller.errors import NotFound
 
 
@@ -91,16 +88,8 @@ def _identity(row: DeviceIdentityRow) -> IdentityRecord:
     )
 
 
-class IdentityStore:
+class IdentityStore(SessionStore):
     """One transaction per method; returns frozen records, never ORM rows."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._sessions = make_sessionmaker(engine)
-
-    @contextmanager
-    def _tx(self) -> Iterator[Session]:
-        with transaction(self._sessions) as session:
-            yield session
 
     def add_enrol_token(
         self,

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, select
-from sqlalchemy.orm import Session
+from sqlalchemy import select
 
 from controller.db.schema import EventRecord, utcnow
 from controller.db.schema_jobs import JobRow
-from controller.db.session import make_sessionmaker, transaction
+from controller.db.session import SessionStore
 from controller.errors import NotFound
 
 UNFINISHED = ("pending", "running")
@@ -57,16 +55,8 @@ class JobEvent:
     data: dict[str, Any]
 
 
-class JobStore:
+class JobStore(SessionStore):
     """The ``jobs`` table."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._sessions = make_sessionmaker(engine)
-
-    @contextmanager
-    def _tx(self) -> Iterator[Session]:
-        with transaction(self._sessions) as session:
-            yield session
 
     def add(
         self,

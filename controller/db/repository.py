@@ -6,12 +6,11 @@ here; callers never see an ORM object or a SQLAlchemy exception.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, select, text
+from sqlalchemy import select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -25,7 +24,7 @@ from controller.db.schema import (
     TelemetrySample,
     utcnow,
 )
-from controller.db.session import make_sessionmaker, transaction
+from controller.db.session import SessionStore
 from controller.desired import PlannedSlot, SlotPlan
 from controller.errors import Conflict, DatabaseError, NotFound
 from controller.records import (
@@ -39,17 +38,8 @@ from shared.delegate import DelegateConfig
 from shared.messages import Event, ReportedState, Status, Telemetry
 
 
-class Repository:
+class Repository(SessionStore):
     """The controller's database, one transaction per method."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
-        self._sessions = make_sessionmaker(engine)
-
-    @contextmanager
-    def _tx(self) -> Iterator[Session]:
-        with transaction(self._sessions) as session:
-            yield session
 
     def ping(self) -> None:
         """Raise :class:`DatabaseError` unless the database answers."""

@@ -7,12 +7,11 @@ replicas create rollouts at once: the second insert fails and is refused naming 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, delete, select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -25,7 +24,7 @@ from controller.db.schema_rollouts import (
     RolloutRow,
     TargetRow,
 )
-from controller.db.session import make_sessionmaker, transaction
+from controller.db.session import SessionStore
 from controller.errors import Conflict, DatabaseError, NotFound
 from controller.rollouts.model import (
     ACTIVE,
@@ -42,18 +41,9 @@ from controller.rollouts.model import (
 _RETRIES = 5
 
 
-class RolloutStore:
+class RolloutStore(SessionStore):
     """The ``rollouts``, ``rollout_targets``, ``rollout_claims``, ``rollout_audit`` and
     ``controller_leases`` tables."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._sessions = make_sessionmaker(engine)
-        self._sqlite = engine.dialect.name == "sqlite"
-
-    @contextmanager
-    def _tx(self) -> Iterator[Session]:
-        with transaction(self._sessions) as session:
-            yield session
 
     # --- rollouts ------------------------------------------------------------------------------
 

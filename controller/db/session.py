@@ -72,3 +72,20 @@ def transaction(sessions: sessionmaker[Session]) -> Iterator[Session]:
         raise
     except SQLAlchemyError as exc:
         raise DatabaseError(f"database error: {describe(exc)}") from exc
+
+
+class SessionStore:
+    """Base of the database stores: ``self._tx()`` is one transaction; methods return records.
+
+    Subclasses keep one method per operation and return frozen records, never ORM rows.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._sessions = make_sessionmaker(engine)
+        self._sqlite = engine.dialect.name == "sqlite"
+
+    @contextmanager
+    def _tx(self) -> Iterator[Session]:
+        with transaction(self._sessions) as session:
+            yield session

@@ -6,19 +6,18 @@ in files under the controller's data directory (``controller.signing``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from controller.db.schema import Deployment, EngineRecord, ModelVersion
 from controller.db.schema_security import SigningKeyRow
-from controller.db.session import make_sessionmaker, transaction
+from controller.db.session import SessionStore
 from controller.errors import Conflict
 
 
@@ -33,16 +32,8 @@ class KeyRecord:
     endorsement: dict[str, Any] | None
 
 
-class SigningStore:
+class SigningStore(SessionStore):
     """The ``signing_keys`` table and the ``signed_manifest`` columns."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._sessions = make_sessionmaker(engine)
-
-    @contextmanager
-    def _tx(self) -> Iterator[Session]:
-        with transaction(self._sessions) as session:
-            yield session
 
     # --- keys --------------------------------------------------------------------------------
 

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import or_, select, update
 
 from controller.auth.policy import Role
 from controller.auth.tokens import MintedToken, TokenRecord
 from controller.db.schema_security import ApiTokenRow, AuditRow
-from controller.db.session import make_sessionmaker, transaction
+from controller.db.session import SessionStore
 from controller.errors import NotFound
 
 TOUCH_EVERY = timedelta(minutes=1)
@@ -62,16 +59,8 @@ def _record(row: ApiTokenRow) -> TokenRecord:
     )
 
 
-class TokenStore:
+class TokenStore(SessionStore):
     """One transaction per method; returns frozen records, never ORM rows."""
-
-    def __init__(self, engine: Engine) -> None:
-        self._sessions = make_sessionmaker(engine)
-
-    @contextmanager
-    def _tx(self) -> Iterator[Session]:
-        with transaction(self._sessions) as session:
-            yield session
 
     def create(
         self,
