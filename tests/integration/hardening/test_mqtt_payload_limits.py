@@ -15,13 +15,13 @@ import pytest
 from agent.mqtt_link import MAX_DESIRED_BYTES
 from agent.settings import AgentSettings
 from controller.server import Controller
-from controller.settings import Settings
 from shared.codec import encode
 from shared.messages import DesiredState
 from shared.topics import Channel, Topics
 from tests.conftest import free_port
 from tests.integration.controller.agent_messages import reported, telemetry
 from tests.integration.controller.conftest import MqttPeer
+from tests.integration.hardening.conftest import open_controller
 from tests.integration.hardening.watcher import ReportedWatcher
 from tests.integration.tls.agent_runner import RunningAgent, poll
 
@@ -41,24 +41,8 @@ def topics() -> Topics:
 
 @pytest.fixture
 def controller(mosquitto: str, topics: Topics, tmp_path: Path) -> Iterator[Controller]:
-    c = Controller(
-        Settings(
-            db_url=f"sqlite:///{tmp_path}/jetfleet.db",
-            broker_url=mosquitto,
-            data_dir=tmp_path / "data",
-            http_port=0,
-            topic_prefix=topics.prefix,
-            auto_migrate=True,
-            auth_required=False,
-            max_mqtt_payload_bytes=LIMIT,
-        )
-    )
-    c.start()
-    try:
-        c.serve_in_thread()
+    with open_controller(mosquitto, tmp_path, topics.prefix, max_mqtt_payload_bytes=LIMIT) as c:
         yield c
-    finally:
-        c.stop()
 
 
 def test_the_controller_drops_oversized_messages_counts_them_and_logs_once_per_device(

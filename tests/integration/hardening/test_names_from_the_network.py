@@ -18,11 +18,11 @@ import pytest
 from agent.settings import AgentSettings
 from controller.sample_models import classifier
 from controller.server import Controller
-from controller.settings import Settings
 from shared.codec import encode
 from shared.messages import ArtifactRef, DesiredState, ModelSlot
 from shared.topics import Channel, Topics
 from tests.conftest import free_port
+from tests.integration.hardening.conftest import open_controller
 from tests.integration.hardening.watcher import ReportedWatcher
 from tests.integration.tls.agent_runner import RunningAgent, poll
 
@@ -47,29 +47,8 @@ BAD_KEYS = [*BAD_NAMES, SHA.upper(), SHA + "0", SHA[:-1] + "%00", f"{SHA[:-2]}%2
 
 @pytest.fixture
 def controller(mosquitto: str, tmp_path: Path) -> Iterator[Controller]:
-    c = Controller(
-        Settings(
-            db_url=f"sqlite:///{tmp_path}/jetfleet.db",
-            broker_url=mosquitto,
-            data_dir=tmp_path / "data",
-            http_port=0,
-            topic_prefix=f"names-{uuid.uuid4().hex[:10]}/v1",
-            auto_migrate=True,
-            auth_required=False,
-        )
-    )
-    c.start()
-    try:
-        c.serve_in_thread()
+    with open_controller(mosquitto, tmp_path, f"names-{uuid.uuid4().hex[:10]}/v1") as c:
         yield c
-    finally:
-        c.stop()
-
-
-@pytest.fixture
-def api(controller: Controller) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=controller.http_url, timeout=30) as client:
-        yield client
 
 
 def tree(root: Path) -> list[str]:

@@ -13,37 +13,16 @@ import pytest
 
 from controller.sample_models import classifier
 from controller.server import Controller
-from controller.settings import Settings
+from tests.integration.hardening.conftest import open_controller
 
 LIMIT = 64 * 1024
 
 
 @pytest.fixture
 def controller(mosquitto: str, tmp_path: Path) -> Iterator[Controller]:
-    c = Controller(
-        Settings(
-            db_url=f"sqlite:///{tmp_path}/jetfleet.db",
-            broker_url=mosquitto,
-            data_dir=tmp_path / "data",
-            http_port=0,
-            topic_prefix=f"limits-{uuid.uuid4().hex[:10]}/v1",
-            auto_migrate=True,
-            auth_required=False,
-            max_upload_bytes=LIMIT,
-        )
-    )
-    c.start()
-    try:
-        c.serve_in_thread()
+    prefix = f"limits-{uuid.uuid4().hex[:10]}/v1"
+    with open_controller(mosquitto, tmp_path, prefix, max_upload_bytes=LIMIT) as c:
         yield c
-    finally:
-        c.stop()
-
-
-@pytest.fixture
-def api(controller: Controller) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=controller.http_url, timeout=30) as client:
-        yield client
 
 
 def stored_files(controller: Controller) -> list[str]:
