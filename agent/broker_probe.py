@@ -94,9 +94,18 @@ def _recv(sock: socket.socket, size: int) -> bytes:
 
 
 def probe_broker(
-    host: str, port: int, tls: bool, auth: MqttAuth, timeout_s: float = 3.0
+    host: str,
+    port: int,
+    tls: bool,
+    auth: MqttAuth,
+    timeout_s: float = 3.0,
+    client_id: str | None = None,
 ) -> BrokerAnswer:
-    """Connect to ``host:port`` with ``auth`` (TLS when ``tls``) and read the CONNACK."""
+    """Connect to ``host:port`` with ``auth`` (TLS when ``tls``) and read the CONNACK.
+
+    ``client_id`` defaults to a random ``jetfleet-doctor-...``; a device's credential works only
+    with its agent's client id (the broker binds them), which takes the running agent's
+    session over for a moment: the agent reconnects by itself."""
     context: ssl.SSLContext | None = None
     if tls:
         made = _tls_context(auth)
@@ -109,7 +118,7 @@ def probe_broker(
         return BrokerAnswer("unreachable", str(exc) or type(exc).__name__, tls=tls)
     with raw:
         if context is None:
-            return _session(raw, auth, tls=False)
+            return _session(raw, auth, tls=False, client_id=client_id)
         try:
             sock = context.wrap_socket(raw, server_hostname=host)
         except ssl.SSLCertVerificationError as exc:
@@ -119,12 +128,14 @@ def probe_broker(
         except OSError as exc:
             return BrokerAnswer("tls_handshake", str(exc), tls=True)
         with sock:
-            return _session(sock, auth, tls=True)
+            return _session(sock, auth, tls=True, client_id=client_id)
 
 
-def _session(sock: socket.socket, auth: MqttAuth, tls: bool) -> BrokerAnswer:
+def _session(
+    sock: socket.socket, auth: MqttAuth, tls: bool, client_id: str | None = None
+) -> BrokerAnswer:
     """CONNECT, CONNACK, DISCONNECT on an open connection."""
-    client_id = f"jetfleet-doctor-{uuid.uuid4().hex[:12]}"
+    client_id = client_id or f"jetfleet-doctor-{uuid.uuid4().hex[:12]}"
     try:
         sock.sendall(connect_packet(client_id, auth.username, auth.password))
         reply = _recv(sock, 4)

@@ -30,6 +30,7 @@ from agent.broker_probe import BrokerAnswer, probe_broker
 from agent.errors import SettingsError
 from agent.hardware.probe import HardwareFacts, probe_hardware
 from agent.settings import AgentSettings, load_settings
+from shared.transport import agent_client_id
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -383,7 +384,10 @@ def observe(
         except SettingsError as exc:
             broker = BrokerAnswer("tls_files", str(exc), tls=settings.broker_tls)
         else:
-            broker = probe_broker(host, port, settings.broker_tls, auth)
+            agent_id = agent_client_id(settings.device_id) if settings.device_id else None
+            broker = probe_broker(
+                host, port, settings.broker_tls, auth, client_id=agent_id if auth.username else None
+            )
     return Observations(
         broker_url=settings.broker_url,
         broker_error=broker_error,

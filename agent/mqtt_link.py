@@ -33,7 +33,7 @@ from shared.broker_tls import AGENT_FIXES, client_tls_context, explain_connect_e
 from shared.codec import MessageError, decode, encode
 from shared.messages import DesiredState, ReportedState, Status
 from shared.topics import Channel, Topics
-from shared.transport import MqttAuth
+from shared.transport import MqttAuth, agent_client_id
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class MqttLink:
         self._on_desired = on_desired
         self._on_connected = on_connected
         self._client = mqtt.Client(
-            CallbackAPIVersion.VERSION2, client_id=f"jetfleet-agent-{device_id}"
+            CallbackAPIVersion.VERSION2, client_id=agent_client_id(device_id)
         )
         self._client.will_set(
             topics.device(device_id, Channel.STATUS),

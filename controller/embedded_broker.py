@@ -1,8 +1,10 @@
-"""The in-process MQTT broker for the single-box default: the only module that imports amqtt.
+"""The in-process MQTT broker for the single-box default.
 
 amqtt is a pure-Python MQTT 3.1.1 broker, so ``jetfleet serve`` works with nothing installed; it
 runs on its own asyncio loop in a daemon thread. Retained messages and Last Wills work with paho
 clients. It keeps nothing on disk: retained desired documents are republished by the controller.
+The broker class is amqtt's with its session, retained-message and size holes closed
+(:mod:`controller.broker_admin.amqtt_broker`).
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ import logging
 import threading
 from typing import Any
 
-from amqtt.broker import Broker
-
+from controller.broker_admin.amqtt_broker import GuardedBroker
 from controller.broker_admin.embedded import AccessPolicy, amqtt_plugins, close_sessions
 from controller.errors import BusError
 
@@ -21,15 +22,24 @@ logger = logging.getLogger(__name__)
 
 _START_TIMEOUT_S = 15.0
 
+DEFAULT_MAX_PACKET_BYTES = 1024 * 1024 + 64 * 1024
+"""The controller's ``--max-mqtt-payload`` default (1 MiB) plus room for topic and headers."""
+
 
 class EmbeddedBroker:
     """An amqtt broker listening on ``host:port`` (port 0 picks a free one)."""
 
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 1884, policy: AccessPolicy | None = None
+        self,
+        host: str = "127.0.0.1",
+        port: int = 1884,
+        policy: AccessPolicy | None = None,
+        max_packet_bytes: int = DEFAULT_MAX_PACKET_BYTES,
     ) -> None:
         self.host = host
         self.port = port
+        self.max_packet_bytes = max_packet_bytes
+        """A client announcing a bigger packet is disconnected before it is read."""
         self.policy = policy
         """Logins and topic ACLs to enforce; None keeps the broker anonymous (demo, tests)."""
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -70,7 +80,7 @@ class EmbeddedBroker:
             if self.policy is None
             else amqtt_plugins(self.policy),
         }
-        self._broker = Broker(config)
+        self._broker = GuardedBroker(config, max_packet_bytes=self.max_packet_bytes)
         await self._broker.start()
         sockets = self._broker._servers["default"].instance.sockets
         return int(sockets[0].getsockname()[1])

@@ -16,7 +16,7 @@ import uvicorn
 from controller.api.app import create_app
 from controller.artifacts import ArtifactStore
 from controller.auth.service import AccessControl, bootstrap_admin
-from controller.broker_admin.startup import start_broker_side
+from controller.broker_admin.startup import bind_client_ids, start_broker_side
 from controller.catalog import Catalog
 from controller.configs import Configs
 from controller.db import migrate
@@ -196,6 +196,7 @@ class Controller:
         self._stoppers.append(bus.stop)
         if self.services.enrolment is not None:
             self.services.enrolment.reapply_revocations()
+            bind_client_ids(broker_side.admin, identities)
         rollout_loop.start()
         self._stoppers.append(rollout_loop.stop)
         job_loop = JobLoop(jobs)

@@ -12,6 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+AGENT_CLIENT_ID_PREFIX = "jetfleet-agent-"
+
+
+def agent_client_id(device_id: str) -> str:
+    """The MQTT client id of a gateway's agent: the only one its broker credential may use."""
+    return AGENT_CLIENT_ID_PREFIX + device_id
+
+
 MQTT_PORT = 1883
 MQTTS_PORT = 8883
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.topics import AGENT_PUBLISHES, Channel, TopicError, Topics
+from shared.transport import AGENT_CLIENT_ID_PREFIX, agent_client_id
 
 DEVICE_USERNAME_PREFIX = "dev-"
 """Broker user names of devices are ``dev-<device id>``, so none can collide with the
@@ -52,6 +53,19 @@ def device_of_username(username: str) -> str | None:
     except TopicError:
         return None
     return device_id
+
+
+def client_id_allowed(device_id: str | None, client_id: str) -> bool:
+    """May a client log in with ``client_id``: a device (``device_id``) only with its own agent
+    client id, the controller (``None``) with any id outside the agents' namespace.
+
+    MQTT lets a new connection with a client id take over (or, with a clean session, erase)
+    the session of that id, so an id usable by anyone else is a way to cut a gateway off.
+    Mosquitto enforces the device half through dynamic security's per-client ``clientid``.
+    """
+    if device_id is None:
+        return not client_id.startswith(AGENT_CLIENT_ID_PREFIX)
+    return client_id == agent_client_id(device_id)
 
 
 def device_role(device_id: str) -> str:

@@ -28,6 +28,10 @@ class BrokerAdmin(Protocol):
     def remove_device(self, device_id: str, username: str) -> None:
         """Delete ``username``: a connected client is disconnected and cannot reconnect."""
 
+    def bind_client_ids(self, devices: list[tuple[str, str]]) -> None:
+        """Let each ``(device id, username)``'s credential log in only with that device's agent
+        client id (credentials made before ids were bound get it at controller start)."""
+
     def ping(self) -> None:
         """Check that the broker answers admin requests; BusError with what to do if not."""
 
@@ -41,6 +45,9 @@ class NoBrokerAdmin:
         return None
 
     def remove_device(self, device_id: str, username: str) -> None:
+        return None
+
+    def bind_client_ids(self, devices: list[tuple[str, str]]) -> None:
         return None
 
     def ping(self) -> None:

@@ -32,7 +32,7 @@ from controller.broker_admin.acl import (
 from controller.errors import BusError
 from controller.mqtt_bus import apply_auth
 from controller.settings import parse_broker_url
-from shared.transport import MqttAuth
+from shared.transport import MqttAuth, agent_client_id
 
 logger = logging.getLogger(__name__)
 
@@ -119,11 +119,21 @@ class DynsecAdmin:
                     "username": username,
                     "password": password,
                     "textname": f"Jetfleet device {device_id}",
+                    "clientid": agent_client_id(device_id),
                     "roles": [{"rolename": role}, {"rolename": SHARED_DEVICE_ROLE}],
                 },
             ]
         )
         logger.info("broker credential %s created for device %s", username, device_id)
+
+    def bind_client_ids(self, devices: list[tuple[str, str]]) -> None:
+        for start in range(0, len(devices), _BATCH):
+            self._run(
+                [
+                    {"command": "setClientId", "username": u, "clientid": agent_client_id(d)}
+                    for d, u in devices[start : start + _BATCH]
+                ]
+            )
 
     def remove_device(self, device_id: str, username: str) -> None:
         self._run(
@@ -231,6 +241,10 @@ class DynsecAdmin:
             pending = self._pending.get(correlation)
             if pending is not None:
                 pending[0].set()
+
+
+_BATCH = 200
+"""Dynamic security commands per message when binding many clients at once."""
 
 
 def _expected(command: str, error: str) -> bool:

@@ -22,6 +22,7 @@ from amqtt.plugins.base import BaseAuthPlugin, BaseTopicPlugin
 from amqtt.session import Session
 
 from controller.broker_admin.acl import (
+    client_id_allowed,
     controller_may_publish,
     controller_may_receive,
     controller_may_subscribe,
@@ -62,6 +63,16 @@ class AccessPolicy:
             return False
         return self._device_login(username, password)
 
+    def may_use_client_id(self, username: str | None, client_id: str | None) -> bool:
+        """A device's credential only with its own agent client id; the controller's with any
+        id but an agent's (:func:`controller.broker_admin.acl.client_id_allowed`)."""
+        if not username or not client_id:
+            return False
+        if username == self.controller_user:
+            return client_id_allowed(None, client_id)
+        device_id = device_of_username(username)
+        return device_id is not None and client_id_allowed(device_id, client_id)
+
     def may(self, username: str | None, topic: str, action: str) -> bool:
         """``action`` is ``publish``, ``subscribe`` or ``receive`` (amqtt's ``Action`` values)."""
         if not username:
@@ -85,7 +96,9 @@ class AccessPolicy:
 
 
 class JetfleetAuthPlugin(BaseAuthPlugin):  # type: ignore[misc]
-    """Accepts the controller and enrolled devices; nobody anonymous."""
+    """Accepts the controller and enrolled devices, each only with a client id of its own;
+    nobody anonymous. :class:`~controller.broker_admin.amqtt_broker.GuardedBroker` runs this
+    before any session is deleted or taken over."""
 
     @dataclass
     class Config:
@@ -99,6 +112,13 @@ class JetfleetAuthPlugin(BaseAuthPlugin):  # type: ignore[misc]
         )
         if not ok:
             logger.warning("embedded broker refused login of %r (bad credentials)", username)
+            return False
+        if not policy.may_use_client_id(username, session.client_id):
+            logger.warning(
+                "embedded broker refused %r: client id %r belongs to another identity",
+                username,
+                session.client_id,
+            )
             return False
         if session.will_flag and not policy.may(username, session.will_topic or "", "publish"):
             logger.warning(
@@ -171,6 +191,10 @@ class EmbeddedAdmin:
         closed = self._disconnect(username)
         if closed:
             logger.info("disconnected %d session(s) of device %s (%s)", closed, device_id, username)
+
+    def bind_client_ids(self, devices: list[tuple[str, str]]) -> None:
+        """The embedded broker binds ids by rule (:meth:`AccessPolicy.may_use_client_id`)."""
+        return
 
     def ping(self) -> None:
         return None

@@ -9,6 +9,7 @@ With ``broker_admin = "embedded"`` the controller logs in to its own broker with
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -20,11 +21,16 @@ from controller.broker_admin.passwords import new_password
 from controller.db.identity_store import IdentityStore
 from controller.embedded_broker import EmbeddedBroker
 from controller.enrolment import check_device_login
-from controller.errors import InvalidInput
+from controller.errors import ControllerError, InvalidInput
 from controller.settings import Settings
 from shared.transport import MqttAuth
 
+logger = logging.getLogger(__name__)
+
 EMBEDDED_CONTROLLER_USER = "jetfleet-controller"
+
+PACKET_OVERHEAD_BYTES = 64 * 1024
+"""Room for topic, packet id and headers above ``--max-mqtt-payload`` in the broker's packet cap."""
 
 
 @dataclass
@@ -53,7 +59,12 @@ def start_broker_side(settings: Settings, identities: IdentityStore) -> BrokerSi
             policy = AccessPolicy(
                 s.topic_prefix, user, password, partial(check_device_login, identities)
             )
-        broker = EmbeddedBroker(s.embedded_broker_host, s.embedded_broker_port, policy=policy)
+        broker = EmbeddedBroker(
+            s.embedded_broker_host,
+            s.embedded_broker_port,
+            policy=policy,
+            max_packet_bytes=s.max_mqtt_payload_bytes + PACKET_OVERHEAD_BYTES,
+        )
         broker.start()
         admin: BrokerAdmin = NoBrokerAdmin() if policy is None else EmbeddedAdmin(broker.disconnect)
         return BrokerSide(broker.url, auth, admin, [broker.stop])
@@ -77,3 +88,23 @@ def start_broker_side(settings: Settings, identities: IdentityStore) -> BrokerSi
         dynsec.stop()
         raise
     return side
+
+
+def bind_client_ids(admin: BrokerAdmin, identities: IdentityStore) -> int:
+    """Bind every enrolled, unrevoked device's broker credential to its agent client id.
+
+    Credentials created before client ids were bound (issue 19) could log in with any id and so
+    take over another gateway's session; this runs at every start and is idempotent. A broker
+    error is logged, not raised: the controller still starts.
+    """
+    if not admin.manages_credentials:
+        return 0
+    active = [
+        (i.device_id, i.broker_username) for i in identities.identities() if i.revoked_at is None
+    ]
+    try:
+        admin.bind_client_ids(active)
+    except ControllerError as exc:
+        logger.error("could not bind broker client ids of %d device(s): %s", len(active), exc)
+        return 0
+    return len(active)

@@ -20,7 +20,9 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
+from controller.broker_admin.acl import device_of_username
 from controller.cli.main import cli
+from shared.transport import agent_client_id
 from tests.conftest import free_port
 from tests.integration.controller.conftest import poll
 
@@ -86,12 +88,14 @@ class AclMosquitto:
 @dataclass
 class Peer:
     """A paho client logged in as ``username``; records CONNACKs, disconnects, SUBACKs and
-    messages. It does not reconnect by itself."""
+    messages. It does not reconnect by itself. A device's credential (``dev-<id>``) uses that
+    device's agent client id unless ``client_id`` says otherwise: the broker binds them."""
 
     url: str
     username: str | None
     password: str | None
-    client_id: str = field(default_factory=lambda: f"jftest-{uuid.uuid4().hex[:8]}")
+    client_id: str | None = None
+    clean_session: bool = True
     connacks: list[ReasonCode] = field(default_factory=list)
     disconnects: list[ReasonCode] = field(default_factory=list)
     subacks: dict[int, list[ReasonCode]] = field(default_factory=dict)
@@ -99,8 +103,14 @@ class Peer:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        if self.client_id is None:
+            device = device_of_username(self.username or "")
+            self.client_id = agent_client_id(device) if device else f"jftest-{uuid.uuid4().hex[:8]}"
         self.client = mqtt.Client(
-            CallbackAPIVersion.VERSION2, client_id=self.client_id, protocol=mqtt.MQTTv311
+            CallbackAPIVersion.VERSION2,
+            client_id=self.client_id,
+            protocol=mqtt.MQTTv311,
+            clean_session=self.clean_session,
         )
         if self.username is not None:
             self.client.username_pw_set(self.username, self.password)

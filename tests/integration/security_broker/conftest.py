@@ -110,12 +110,18 @@ def secured(
 
 
 @pytest.fixture
-def peer(secured: Secured) -> Iterator[Callable[[str | None, str | None], Peer]]:
-    """Factory of MQTT peers on the secured broker, all closed after the test."""
+def peer(secured: Secured) -> Iterator[Callable[..., Peer]]:
+    """Factory of MQTT peers on the secured broker, all closed after the test:
+    ``peer(username, password, client_id=None, clean_session=True)``."""
     made: list[Peer] = []
 
-    def make(username: str | None, password: str | None) -> Peer:
-        p = Peer(secured.broker_url, username, password)
+    def make(
+        username: str | None,
+        password: str | None,
+        client_id: str | None = None,
+        clean_session: bool = True,
+    ) -> Peer:
+        p = Peer(secured.broker_url, username, password, client_id, clean_session)
         made.append(p)
         return p
 
