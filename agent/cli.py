@@ -110,6 +110,14 @@ def enroll_command(
     except AgentError as exc:
         _fail(exc)
         return
+    if summary["ignored_labels"]:
+        asked = ",".join(f"{k}={v}" for k, v in sorted(summary["ignored_labels"].items()))
+        click.echo(
+            f"warning: the controller ignored the labels {asked} of this agent's settings: "
+            "labels come from the enrolment token (`jetfleet devices enroll-token --labels`) "
+            f"or from `jetfleet devices label {summary['device_id']} k=v` on the controller",
+            err=True,
+        )
     if as_json:
         click.echo(json.dumps(summary, indent=2))
         return

@@ -6,6 +6,10 @@ controller's ``POST /api/v1/enroll`` and stores the answer in ``<state_dir>/iden
 and the fleet's public signing key (pinned by ``agent/trust_store.py``). ``load_settings``
 fills the broker credential, API token, device id, labels and URLs from this file unless the
 config file or the environment sets them.
+
+The labels the controller answers with are the enrolment token's: a controller does not let a
+device choose its own labels, so any of the ``labels`` setting it did not grant come back in the
+summary's ``ignored_labels`` (the CLI warns about them) and enrolment still succeeds.
 """
 
 from __future__ import annotations
@@ -176,6 +180,7 @@ def enroll(
     if isinstance(identity.get("broker_url"), str):
         identity["broker_url"] = reachable_broker_url(identity["broker_url"], controller_url)
     path = write_identity(settings.state_dir, identity)
+    granted = identity.get("labels") or {}
     return {
         "device_id": identity["device_id"],
         "path": str(path),
@@ -184,7 +189,8 @@ def enroll(
         "broker_username": identity.get("broker_username"),
         "has_api_token": bool(identity.get("api_token")),
         "fleet_key_id": (identity.get("fleet_key") or {}).get("key_id"),
-        "labels": identity.get("labels") or {},
+        "labels": granted,
+        "ignored_labels": {k: v for k, v in settings.labels.items() if granted.get(k) != v},
         "enrolled_at": identity.get("enrolled_at"),
     }
 

@@ -54,7 +54,10 @@ class AgentSettings(BaseSettings):
     )
     labels: dict[str, str] = Field(
         default_factory=dict,
-        description='Labels the controller selects on; env: a JSON object {"site": "lab"}.',
+        description="Labels this agent reports and asks for at enrolment; the controller "
+        "ignores them (its selectors use the labels of the enrolment token or of `jetfleet "
+        "devices label`) and enrolment fills this from the token's. "
+        'env: a JSON object {"site": "lab"}.',
     )
     broker_url: str = Field(
         default="mqtt://127.0.0.1:1883",

@@ -17,6 +17,7 @@ warm-up alone: the outputs of zeros and of a seeded random input must be finite.
 from __future__ import annotations
 
 import io
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (issue
     import numpy as np
 
 from agent.runtime import KSERVE_TO_NUMPY, LoadedModel, TensorSpec
+from shared.reference_layout import ReferenceLayoutError, read_layout
 
 
 @dataclass(frozen=True)
@@ -74,21 +76,26 @@ class ReferenceError(ValueError):
 
 
 def parse_reference(data: bytes) -> Reference:
-    """An NPZ of ``input:<name>`` / ``output:<name>`` arrays → Reference; ReferenceError if not."""
+    """An NPZ of ``input:<name>`` / ``output:<name>`` arrays → Reference; ReferenceError if not.
+
+    Its headers are checked first (:func:`shared.reference_layout.read_layout`): no object
+    arrays, at most ``MAX_REFERENCE_BYTES`` uncompressed, so a forged NPZ cannot make this
+    allocate more than that."""
     import numpy as np
 
     try:
+        read_layout(data).cases()
+    except ReferenceLayoutError as exc:
+        raise ReferenceError(str(exc)) from exc
+    try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files}
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise ReferenceError(f"reference outputs are not a readable NPZ: {exc}") from exc
     inputs = {k.removeprefix("input:"): v for k, v in arrays.items() if k.startswith("input:")}
     outputs = {k.removeprefix("output:"): v for k, v in arrays.items() if k.startswith("output:")}
     if not inputs or not outputs:
         raise ReferenceError("reference NPZ needs input:<name> and output:<name> arrays")
-    counts = {a.shape[0] for a in (*inputs.values(), *outputs.values()) if a.ndim}
-    if len(counts) != 1:
-        raise ReferenceError("reference arrays disagree on the number of cases (first axis)")
     return Reference(inputs, outputs)
 
 

@@ -2,8 +2,9 @@
 
 Two runs on this machine, each with its own controller (SQLite, embedded broker) and 20 agent
 processes:
-- **shared**: agents use the controller's engine store; per hardware class one device builds
-  (it holds the build lease), its twins pull. Expected: 3 builds, 17 pulls.
+- **shared**: agents use the controller's engine store, which trusts device builds
+  (``engines trust default --devices``); per hardware class one device builds (it holds the
+  build lease), its twins pull. Expected: 3 builds, 17 pulls.
 - **independent** (baseline): agents without the engine store; every device builds.
 
 Reported: builds, pulls, seconds from deploy to all 20 serving, and the ratio of the two.
@@ -47,16 +48,12 @@ def run(mode: str, n: int) -> dict[str, Any]:
         fleet.start_controller()
         with fleet.client() as client:
             client.push_model_bytes(sample_models.classifier(), "classifier", "1.0.0")
+            if mode == "shared":  # what is measured: twins pull their fellow devices' builds
+                client.set_engine_trust("default", "devices")
             specs = gateways(n)
             for spec in specs:
                 fleet.start_gateway(spec, engine_store=(mode == "shared"))
-            wait_for(
-                f"{n} gateways to report",
-                lambda: sum(d["labels"].get("fleet") == "bench" for d in client.devices()) == n,
-                300,
-                fleet.processes,
-                0.5,
-            )
+            fleet.label_gateways(specs, timeout=300)
             start = time.monotonic()
             client.deploy({"model": "classifier", "version": "1.0.0", "selector": "fleet=bench"})
             devices = wait_for(

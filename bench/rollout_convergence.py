@@ -89,6 +89,10 @@ def run(n: int, procs: int, broker: str, download: bool) -> dict[str, Any]:
     )
     try:
         wait(lambda: len(api.get("/api/v1/devices").json()) == n, 60 + n / 2, "enrolment")
+        for device_id in ids:  # as the operator does: the labels agents report are ignored
+            api.put(
+                f"/api/v1/devices/{device_id}/labels", json={"labels": {"fleet": "bench"}}
+            ).raise_for_status()
         for version, seed in (("1.0.0", 1), ("2.0.0", 2)):
             api.put(
                 f"/api/v1/models/det/versions/{version}",

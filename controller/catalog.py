@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
-from controller.analysis.ops_table import TRT_VERSIONS
-from controller.analysis.report import AnalysisReport, analyze
+from controller.analysis.report import AnalysisReport
 from controller.api.schemas import DelegationSummary, ModelOut, ModelVersionOut, TensorSpec
 from controller.artifacts import ArtifactStore, PendingArtifact
 from controller.db.repository import Repository
 from controller.desired import artifact_url
-from controller.errors import Conflict, InvalidInput, NotFound
+from controller.errors import Conflict, InvalidInput, InvalidReference, NotFound
 from controller.onnx_inspect import inspect_model
 from controller.records import VersionRecord
 from controller.reference_outputs import ReferenceOutputsError, reference_ref, store_reference
@@ -24,12 +24,26 @@ _VERSION = re.compile(VERSION_PATTERN)
 
 
 class Catalog:
-    """The controller's model versions and their artifacts."""
+    """The controller's model versions and their artifacts.
 
-    def __init__(self, repo: Repository, store: ArtifactStore, public_url: str) -> None:
+    ``queue_analysis`` takes a version just stored with its analysis pending and analyses it
+    after the push answered (:class:`controller.analysis_runner.AnalysisRunner`).
+    """
+
+    def __init__(
+        self,
+        repo: Repository,
+        store: ArtifactStore,
+        public_url: str,
+        *,
+        queue_analysis: Callable[[VersionRecord], None],
+        max_model_nodes: int | None = None,
+    ) -> None:
         self._repo = repo
         self._store = store
         self._public_url = public_url
+        self._queue_analysis = queue_analysis
+        self.max_model_nodes = max_model_nodes
 
     def check_names(self, name: str, version: str) -> None:
         """Refuse a model name or version that does not fit the wire contract."""
@@ -53,8 +67,10 @@ class Catalog:
         """Validate and store a streamed upload; (version, True when newly created).
 
         Same name, version and bytes as stored → the stored version (idempotent). Different
-        bytes → :class:`Conflict`. Invalid ONNX → :class:`InvalidModel`. Only a valid, new
-        version leaves anything behind.
+        bytes → :class:`Conflict`. Invalid ONNX → :class:`InvalidModel`; more nodes than
+        ``max_model_nodes`` → :class:`TooManyNodes`. Only a valid, new version leaves anything
+        behind. The static analysis is not run here: the version is stored with its analysis
+        pending and queued (``queue_analysis``), so the push answers at once.
         """
         committed = False
         try:
@@ -62,14 +78,13 @@ class Catalog:
             existing = self._repo.find_version(name, version)
             if existing is not None and existing.sha256 == sha:
                 return self._out(existing), False
-            signature = inspect_model(pending.path)
+            signature = inspect_model(pending.path, self.max_model_nodes)
             if existing is not None:
                 raise Conflict(
                     f"model version {name}:{version} already exists with different bytes "
                     f"(sha256 {existing.sha256[:12]}…, upload {sha[:12]}…): "
                     "push it under a new version"
                 )
-            analysis = analyze_all(pending.path.read_bytes())
             stored = pending.commit()
             committed = True
             try:
@@ -90,8 +105,9 @@ class Catalog:
                 [s.model_dump() for s in signature.inputs],
                 [s.model_dump() for s in signature.outputs],
                 has_qdq=signature.has_qdq,
-                analysis=analysis,
+                analysis_state="pending",
             )
+            self._queue_analysis(record)
             return self._out(record), True
         finally:
             if not committed:
@@ -123,8 +139,16 @@ class Catalog:
         return record
 
     def analysis(self, name: str, version: str, trt_version: str) -> AnalysisReport:
-        """The stored static analysis of ``name:version`` for one TensorRT version."""
+        """The stored static analysis of ``name:version`` for one TensorRT version;
+        :class:`Conflict` while it is pending, :class:`NotFound` when it failed."""
         record = self.require_version(name, version)
+        if record.analysis_state == "pending":
+            raise Conflict(
+                f"the analysis of {name}:{version} is still pending (it runs after the push): "
+                f"retry shortly, or watch `jetfleet models show {name}:{version}`"
+            )
+        if record.analysis_state == "failed":
+            raise NotFound(f"no analysis of {name}:{version}: it failed: {record.analysis_error}")
         report = record.analysis.get(trt_version)
         if report is None:
             known = ", ".join(sorted(record.analysis)) or "none (pushed before analysis existed)"
@@ -136,15 +160,17 @@ class Catalog:
     def set_reference(self, name: str, version: str, npz_bytes: bytes) -> ArtifactRef:
         """Replace the computed reference outputs of ``name:version`` with the operator's NPZ.
 
-        Checked against the model first (every input and output named); desired documents
-        published from now on carry it, so devices validate new engines against it.
+        Checked against the model first (its tensors' names, shapes and dtypes, and a size cap,
+        from the NPZ's headers; :class:`InvalidReference`, HTTP 422, when it does not fit);
+        desired documents published from now on carry it, so devices validate new engines
+        against it.
         """
         record = self.require_version(name, version)
         onnx_bytes = self._store.path_of(record.sha256).read_bytes()
         try:
             store_reference(self._store, record.sha256, onnx_bytes, npz_bytes)
         except ReferenceOutputsError as exc:
-            raise InvalidInput(str(exc)) from exc
+            raise InvalidReference(str(exc)) from exc
         ref = self.reference(record.sha256)
         assert ref is not None
         return ref
@@ -165,18 +191,9 @@ class Catalog:
             has_qdq=record.has_qdq,
             download_url=artifact_url(self._public_url, record.sha256),
             delegation={v: _summary(r) for v, r in sorted(record.analysis.items())},
+            analysis_state=record.analysis_state,
+            analysis_error=record.analysis_error,
         )
-
-
-def analyze_all(onnx_bytes: bytes) -> dict[str, Any]:
-    """Static delegate analysis for every TensorRT parser version in the table, as JSON.
-
-    The controller has no GPU: TensorRT's own parser is not consulted here (``use_tensorrt``
-    False); an agent with TensorRT can confirm it on the device.
-    """
-    return {
-        v: analyze(onnx_bytes, v, use_tensorrt=False).model_dump(mode="json") for v in TRT_VERSIONS
-    }
 
 
 def _summary(report: dict[str, Any]) -> DelegationSummary:

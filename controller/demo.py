@@ -7,7 +7,6 @@ simulated, and they say so.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -41,7 +40,8 @@ def free_port() -> int:
 
 @dataclass(frozen=True)
 class GatewaySpec:
-    """One simulated gateway: id, simulated profile name, labels."""
+    """One simulated gateway: id, simulated profile name, and the labels the operator gives it
+    once it reports (:meth:`DemoFleet.label_gateways`; a gateway cannot label itself)."""
 
     device_id: str
     profile: str
@@ -172,7 +172,6 @@ class DemoFleet:
         assert self.broker_url is not None, "start the controller first"
         env = {
             "JETFLEET_DEVICE_ID": spec.device_id,
-            "JETFLEET_LABELS": json.dumps(spec.labels),
             "JETFLEET_BROKER_URL": self.broker_url,
             "JETFLEET_STATE_DIR": str(self.workdir / "agents" / spec.device_id),
             "JETFLEET_SERVE_ADDRESS": f"127.0.0.1:{free_port()}",
@@ -198,6 +197,21 @@ class DemoFleet:
     def client(self) -> ControllerClient:
         """An API client holding the demo's admin token."""
         return ControllerClient(self.url, token=self.admin_token, ambient_credentials=False)
+
+    def label_gateways(self, specs: Iterable[GatewaySpec], timeout: float = 60.0) -> None:
+        """Wait until every gateway of ``specs`` is listed, then set its labels as an operator
+        does (``jetfleet devices label``): the controller ignores labels devices report."""
+        wanted = {s.device_id: s.labels for s in specs}
+        with self.client() as client:
+            wait_for(
+                f"{len(wanted)} gateways to report",
+                lambda: {d["id"] for d in client.devices()} >= set(wanted),
+                timeout,
+                self.processes,
+                0.5,
+            )
+            for device_id, labels in wanted.items():
+                client.set_labels(device_id, labels)
 
     def device_token(self, device_id: str) -> str:
         """A new token of role device for ``device_id`` (what enrolment would hand out)."""

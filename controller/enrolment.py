@@ -9,9 +9,16 @@ bound to one device id and carrying labels). The agent exchanges it once for its
   :mod:`controller.auth.tokens`);
 - the fleet's public signing key, which the agent pins.
 
+The device gets the token's labels (stored on the device at once, so selectors match it before
+its first report); labels the agent asks for itself are ignored and logged
+(:mod:`controller.labels`). A token without labels leaves a re-enrolled device's labels as
+they are.
+
 Re-enrolling replaces the identity: the old broker credential is deleted and the old API token
-revoked. Revoking removes broker access at once (the live connection is closed, the credential
-no longer logs in) and revokes the API token. The token is claimed before anything is created
+revoked. Only a token bound to the device (``--device``) may do that while the identity is not
+revoked; an unbound token gets 409, else anyone holding one could take over a live gateway.
+Revoking removes broker access at once (the live connection is closed, the credential no
+longer logs in) and revokes the API token. The token is claimed before anything is created
 and released again if a later step fails, so a failed enrolment can be retried with it.
 """
 
@@ -22,6 +29,7 @@ import hmac
 import logging
 import re
 import secrets
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -37,22 +45,23 @@ from controller.broker_admin.passwords import (
     verify_password,
 )
 from controller.db.identity_store import EnrolTokenRecord, IdentityRecord, IdentityStore
+from controller.db.repository import Repository
 from controller.db.schema import utcnow
 from controller.errors import ControllerError, InvalidInput, NotFound
+from controller.labels import check_labels, describe, ignored_labels
 from shared.topics import DEFAULT_PREFIX, TopicError, check_device_id
 
 logger = logging.getLogger(__name__)
 
 TOKEN_PREFIX = "jfe_"  # noqa: S105 - the wire prefix, not a secret
 _WIRE = re.compile(r"jfe_([0-9a-f]{12})\.([A-Za-z0-9_-]{43})")
-_LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
 MAX_EXPIRY = timedelta(days=30)
 DEFAULT_EXPIRY = timedelta(hours=24)
-MAX_LABELS = 64
 
 
 class EnrolmentRefused(ControllerError):
-    """The token is unknown (401), used or expired (410), or names another device (403)."""
+    """The token is unknown (401), used or expired (410), names another device (403), or is
+    not bound to a device that already has a live identity (409)."""
 
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
@@ -101,21 +110,6 @@ def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def check_labels(labels: dict[str, str]) -> dict[str, str]:
-    """Labels as the controller's selectors can use them; InvalidInput names a bad one."""
-    if len(labels) > MAX_LABELS:
-        raise InvalidInput(f"{len(labels)} labels: at most {MAX_LABELS}")
-    for key, value in labels.items():
-        if not _LABEL_KEY.match(key):
-            raise InvalidInput(
-                f"label key {key!r}: use up to 63 letters, digits and . _ / - "
-                "(starting with a letter or digit)"
-            )
-        if len(value) > 256 or any(c in value for c in ",="):
-            raise InvalidInput(f"label {key}={value!r}: at most 256 characters, no ',' or '='")
-    return dict(labels)
-
-
 class EnrolmentService:
     """Creates enrolment tokens, enrols and revokes devices."""
 
@@ -130,8 +124,11 @@ class EnrolmentService:
         topic_prefix: str = DEFAULT_PREFIX,
         on_revoked: Callable[[str], None] | None = None,
         clock: Callable[[], datetime] = utcnow,
+        devices: Repository | None = None,
     ) -> None:
         self.store = store
+        self.devices = devices
+        """Where an enrolled device's labels are stored; None: only in the identity answer."""
         self.admin = admin
         self.access = access
         self.controller_url = controller_url
@@ -141,6 +138,8 @@ class EnrolmentService:
         """Called with the device id after a revocation (the server marks the device offline:
         Mosquitto drops the Last Will of a client it deletes, the ACL no longer allowing it)."""
         self._clock = clock
+        self._enrolling = threading.Lock()
+        """One enrolment at a time, so two cannot both find a device id free and both take it."""
 
     def create_token(
         self,
@@ -178,7 +177,11 @@ class EnrolmentService:
     def enrol(
         self, token: str, device_id: str | None, labels: dict[str, str] | None = None
     ) -> IssuedIdentity:
-        """Exchange ``token`` for the identity of ``device_id`` (or of the token's device)."""
+        """Exchange ``token`` for the identity of ``device_id`` (or of the token's device).
+
+        ``labels`` are the ones the agent asks for: ignored (and logged), since a device must
+        not choose what selectors match it; it gets its token's labels.
+        """
         record = self._usable_token(token)
         chosen = record.device_id or device_id
         if chosen is None:
@@ -190,16 +193,52 @@ class EnrolmentService:
                 403,
             )
         _check_device(chosen)
-        now = self._clock()
-        if not self.store.claim_enrol_token(record.id, chosen, now):
-            raise EnrolmentRefused(f"enrolment token {record.id} was already used", 410)
-        try:
-            issued = self._issue(chosen, {**check_labels(labels or {}), **record.labels}, now)
-        except BaseException:
-            self.store.release_enrol_token(record.id)
-            raise
+        with self._enrolling:
+            if record.device_id is None:
+                self._refuse_takeover(chosen, record.id)
+            now = self._clock()
+            if not self.store.claim_enrol_token(record.id, chosen, now):
+                raise EnrolmentRefused(f"enrolment token {record.id} was already used", 410)
+            try:
+                granted = self._label(chosen, record.labels)
+                issued = self._issue(chosen, granted, now)
+            except BaseException:
+                self.store.release_enrol_token(record.id)
+                raise
+        ignored = ignored_labels(labels or {}, granted)
+        if ignored:
+            logger.warning(
+                "device %s asked for labels %s at enrolment: ignored (labels come from the "
+                "enrolment token or `jetfleet devices label %s k=v`)",
+                chosen,
+                describe(ignored),
+                chosen,
+            )
         logger.info("device %s enrolled with token %s", chosen, record.id)
         return issued
+
+    def _refuse_takeover(self, device_id: str, token_id: str) -> None:
+        """409 when ``device_id`` has a live identity: only a token bound to it may replace it."""
+        existing = self.store.identity(device_id)
+        if existing is None or existing.revoked_at is not None:
+            return
+        raise EnrolmentRefused(
+            f"device {device_id!r} is already enrolled (since {_stamp(existing.enrolled_at)}) "
+            f"and enrolment token {token_id} is not bound to it: to re-enrol it, use a token "
+            f"made with `jetfleet devices enroll-token --device {device_id}`; to retire the "
+            f"old identity first, `jetfleet devices revoke {device_id}`",
+            409,
+        )
+
+    def _label(self, device_id: str, token_labels: dict[str, str]) -> dict[str, str]:
+        """Store the token's labels on the device (a token without labels keeps the device's);
+        the labels the device has now."""
+        if self.devices is None:
+            return dict(token_labels)
+        if token_labels:
+            return self.devices.set_labels(device_id, token_labels, create=True)
+        known = self.devices.devices([device_id])
+        return dict(known[0].labels) if known else {}
 
     def revoke(self, device_id: str) -> IdentityRecord:
         """Remove the device's broker access at once and revoke its API token."""

@@ -3,7 +3,10 @@
 ```
 ControllerError            a message a person can act on
 ├── InvalidInput           the request itself is wrong (HTTP 400)
-│   └── InvalidModel       bytes that are not a valid ONNX model
+│   ├── InvalidModel       bytes that are not a valid ONNX model
+│   │   └── TooManyNodes   a model over the controller's node limit (HTTP 422)
+│   └── InvalidReference   a reference-outputs NPZ that does not fit its model (HTTP 422)
+├── Forbidden              the caller may not do this, whatever its role says (HTTP 403)
 ├── NotFound               a device, model, version or artifact that does not exist (HTTP 404)
 ├── Conflict               the request contradicts what is stored (HTTP 409)
 ├── RangeNotSatisfiable    a byte range outside the artifact (HTTP 416)
@@ -25,6 +28,28 @@ class InvalidInput(ControllerError):
 
 class InvalidModel(InvalidInput):
     """Uploaded bytes that are not a complete, valid ONNX model."""
+
+
+class TooManyNodes(InvalidModel):
+    """A model with more nodes than ``--max-model-nodes`` allows (422): refused before analysis."""
+
+    def __init__(self, nodes: int, limit: int) -> None:
+        super().__init__(
+            f"the model has {nodes} nodes, more than this controller's limit of {limit} "
+            "(--max-model-nodes): nothing was stored; start `jetfleet serve` with a larger "
+            "--max-model-nodes if the model is right"
+        )
+        self.nodes = nodes
+        self.limit = limit
+
+
+class InvalidReference(InvalidInput):
+    """A well-formed upload of reference outputs whose content does not fit the model (422)."""
+
+
+class Forbidden(ControllerError):
+    """The caller's role allows the request, but not for what it names (e.g. a device uploading
+    an engine for another device's hardware)."""
 
 
 class NotFound(ControllerError):

@@ -14,7 +14,7 @@ from pathlib import Path
 import onnx
 
 from controller.api.schemas import TensorSpec
-from controller.errors import InvalidModel
+from controller.errors import InvalidModel, TooManyNodes
 
 _KSERVE_DATATYPES: dict[int, str] = {
     onnx.TensorProto.FLOAT: "FP32",
@@ -44,16 +44,25 @@ class ModelSignature:
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     has_qdq: bool
+    nodes: int = 0
+    """Nodes of the graph and of its subgraphs (If/Loop/Scan bodies)."""
 
 
-def inspect_model(path: Path) -> ModelSignature:
-    """Check that ``path`` holds a valid ONNX model; return its inputs, outputs and Q/DQ flag."""
+def inspect_model(path: Path, max_nodes: int | None = None) -> ModelSignature:
+    """Check that ``path`` holds a valid ONNX model; return its inputs, outputs and Q/DQ flag.
+
+    A model with more than ``max_nodes`` nodes is refused with :class:`TooManyNodes` before
+    anything else looks at its graph.
+    """
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # protobuf DecodeError, OSError, ...: all mean "not ONNX"
         raise InvalidModel(
             f"not a valid ONNX model (truncated or not ONNX: {exc}); upload the complete .onnx file"
         ) from exc
+    nodes = count_nodes(model.graph)
+    if max_nodes is not None and nodes > max_nodes:
+        raise TooManyNodes(nodes, max_nodes)
     try:
         onnx.checker.check_model(model)
     except (onnx.checker.ValidationError, ValueError, RuntimeError) as exc:
@@ -65,7 +74,12 @@ def inspect_model(path: Path) -> ModelSignature:
     inputs = [_spec(v) for v in model.graph.input if v.name not in initializers]
     outputs = [_spec(v) for v in model.graph.output]
     has_qdq = any(node.op_type in QDQ_OPS for node in _nodes(model.graph))
-    return ModelSignature(inputs, outputs, has_qdq)
+    return ModelSignature(inputs, outputs, has_qdq, nodes)
+
+
+def count_nodes(graph: onnx.GraphProto) -> int:
+    """Nodes of ``graph``, including those of its subgraphs."""
+    return sum(1 for _ in _nodes(graph))
 
 
 def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from controller.desired import PlannedSlot
+
+AnalysisState = Literal["pending", "done", "failed"]
+"""Where a version's static analysis stands: queued or running, stored, or given up on."""
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,10 @@ class VersionRecord:
     created_at: datetime
     has_qdq: bool = False
     analysis: dict[str, Any] = field(default_factory=dict)
+    """The analysis report (JSON) per TensorRT version; empty unless ``analysis_state`` is done."""
+    analysis_state: AnalysisState = "done"
+    analysis_error: str | None = None
+    """Why the analysis failed (``analysis_state`` failed)."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """Reference outputs of a model version: seeded random inputs and ONNX Runtime FP32 outputs, as NPZ.
 
-Computed at push (or taken from an operator-uploaded NPZ, checked by :func:`check_npz`) and
+Computed at push (or taken from an operator-uploaded NPZ, checked by :func:`check_npz` against
+the model's tensors, its size from the headers before anything is inflated) and
 stored as an artifact; each device validates a new engine against it before switching to it
 (``agent.validation``). Layout: ``input:<name>`` and ``output:<name>`` arrays whose first axis
 is the case; dynamic dimensions are 1. Pure apart from running ONNX Runtime on the CPU, except
@@ -13,6 +14,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -20,9 +22,18 @@ import onnxruntime as ort
 
 from controller.artifacts import ArtifactStore, StoredArtifact
 from shared.messages import ArtifactRef
+from shared.reference_layout import (
+    MAX_REFERENCE_BYTES,
+    ExpectedTensor,
+    ReferenceLayoutError,
+    check_reference,
+    size_text,
+)
 
 DEFAULT_CASES = 4
 DEFAULT_SEED = 20240601
+_HEADER_BYTES = 4096
+"""Room left under the cap for each array's .npy header (numpy writes 128 bytes or so)."""
 
 _ORT_DTYPES = {
     "tensor(float)": np.float32,
@@ -66,13 +77,20 @@ def _input(arg: object, rng: np.random.Generator) -> np.ndarray:
     return rng.integers(0, 8, shape).astype(dtype)
 
 
-def reference_npz(onnx_bytes: bytes, cases: int = DEFAULT_CASES, seed: int = DEFAULT_SEED) -> bytes:
-    """NPZ bytes of ``cases`` seeded random input sets and the model's FP32 outputs for them."""
+def reference_npz(
+    onnx_bytes: bytes,
+    cases: int = DEFAULT_CASES,
+    seed: int = DEFAULT_SEED,
+    max_bytes: int = MAX_REFERENCE_BYTES,
+) -> bytes:
+    """NPZ bytes of ``cases`` seeded random input sets and the model's FP32 outputs for them;
+    fewer cases when that many would pass ``max_bytes`` uncompressed, the cap agents enforce."""
     session = _session(onnx_bytes)
     rng = np.random.default_rng(seed)
     inputs: dict[str, list[np.ndarray]] = {a.name: [] for a in session.get_inputs()}
     outputs: dict[str, list[np.ndarray]] = {a.name: [] for a in session.get_outputs()}
-    for _ in range(cases):
+    case = 0
+    while case < cases:
         feeds = {a.name: _input(a, rng) for a in session.get_inputs()}
         try:
             results = session.run(list(outputs), feeds)
@@ -82,6 +100,9 @@ def reference_npz(onnx_bytes: bytes, cases: int = DEFAULT_CASES, seed: int = DEF
             inputs[name].append(value)
         for name, value in zip(outputs, results, strict=True):
             outputs[name].append(np.asarray(value))
+        if case == 0:
+            cases = min(cases, _cases_within(max_bytes, feeds.values(), results))
+        case += 1
     arrays = {f"input:{n}": np.stack(v) for n, v in inputs.items()}
     arrays |= {f"output:{n}": np.stack(v) for n, v in outputs.items()}
     buffer = io.BytesIO()
@@ -89,22 +110,41 @@ def reference_npz(onnx_bytes: bytes, cases: int = DEFAULT_CASES, seed: int = DEF
     return buffer.getvalue()
 
 
-def check_npz(onnx_bytes: bytes, npz_bytes: bytes) -> None:
-    """An operator-uploaded NPZ must name every input and output of the model."""
-    session = _session(onnx_bytes)
-    try:
-        with np.load(io.BytesIO(npz_bytes), allow_pickle=False) as npz:
-            keys = set(npz.files)
-    except (OSError, ValueError) as exc:
-        raise ReferenceOutputsError(f"reference file is not a readable NPZ: {exc}") from exc
-    wanted = {f"input:{a.name}" for a in session.get_inputs()}
-    wanted |= {f"output:{a.name}" for a in session.get_outputs()}
-    missing = sorted(wanted - keys)
-    if missing:
+def _cases_within(
+    max_bytes: int, feeds: Collection[np.ndarray], results: Collection[object]
+) -> int:
+    """How many cases the size of this one fit ``max_bytes`` with their .npy headers."""
+    per_case = sum(np.asarray(a).nbytes for a in (*feeds, *results))
+    headers = _HEADER_BYTES * (len(feeds) + len(results))
+    fitting = (max_bytes - headers) // max(per_case, 1)
+    if fitting < 1:
         raise ReferenceOutputsError(
-            f"reference NPZ lacks {', '.join(missing)}: arrays must be named input:<name> and "
-            "output:<name>, first axis = case"
+            f"one reference case takes {size_text(per_case)}, over the {size_text(max_bytes)} "
+            "cap on reference outputs"
         )
+    return fitting
+
+
+def check_npz(onnx_bytes: bytes, npz_bytes: bytes) -> None:
+    """An operator-uploaded NPZ must hold exactly the model's inputs and outputs, each with a
+    leading case axis, the tensor's dims and dtype, within :data:`MAX_REFERENCE_BYTES`
+    uncompressed (checked from the headers, before any array is inflated), and intact."""
+    session = _session(onnx_bytes)
+    inputs = [_expected(a) for a in session.get_inputs()]
+    outputs = [_expected(a) for a in session.get_outputs()]
+    try:
+        check_reference(npz_bytes, inputs, outputs)
+    except ReferenceLayoutError as exc:
+        raise ReferenceOutputsError(str(exc)) from exc
+
+
+def _expected(arg: object) -> ExpectedTensor:
+    dtype = _ORT_DTYPES.get(getattr(arg, "type", ""))
+    return ExpectedTensor(
+        name=str(getattr(arg, "name", "?")),
+        dims=tuple(getattr(arg, "shape", ())),
+        dtype=None if dtype is None else np.dtype(dtype).name,
+    )
 
 
 def _index_path(store: ArtifactStore, onnx_sha256: str) -> Path:

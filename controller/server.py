@@ -13,6 +13,7 @@ from types import FrameType
 
 import uvicorn
 
+from controller.analysis_runner import AnalysisRunner
 from controller.api.app import create_app
 from controller.artifacts import ArtifactStore
 from controller.auth.service import AccessControl, bootstrap_admin
@@ -111,7 +112,16 @@ class Controller:
         bootstrap_admin(access, s.data_dir, self.http_url)
         store = ArtifactStore(s.data_dir, max_upload_bytes=s.max_upload_bytes)
         topics = Topics(s.topic_prefix)
-        catalog = Catalog(repo, store, public_url)
+        analyses = AnalysisRunner(repo, store, s.analysis_timeout_s)
+        analyses.start()
+        self._stoppers.append(analyses.stop)
+        catalog = Catalog(
+            repo,
+            store,
+            public_url,
+            queue_analysis=analyses.submit,
+            max_model_nodes=s.max_model_nodes,
+        )
         configs = Configs(ConfigStore(engine), repo, catalog)
         engines = EngineStore(EngineStoreDb(engine), store, signer=signer)
         telemetry = TelemetryStore(engine)
@@ -190,6 +200,7 @@ class Controller:
                 on_revoked=lambda device: repo.record_status(
                     Status(device_id=device, state="offline"), utcnow()
                 ),
+                devices=repo,
             ),
         )
         bus.start()
@@ -212,6 +223,10 @@ class Controller:
             access_log=False,
             ssl_certfile=s.tls_cert_file,
             ssl_keyfile=s.tls_key_file,
+            # X-Forwarded-For names the client (rate limits, audit) only from listed proxies:
+            # uvicorn's default trusts it from loopback, where any local process can forge it.
+            proxy_headers=bool(s.trusted_proxies),
+            forwarded_allow_ips=list(s.trusted_proxies) or None,
         )
         self._server = uvicorn.Server(config)
         logger.info("jetfleet controller: http %s, broker %s", self.http_url, broker_url)

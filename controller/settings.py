@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,10 @@ DEFAULT_HTTP = ("127.0.0.1", 8080)
 DEFAULT_EMBEDDED_BROKER = ("127.0.0.1", 1884)
 DEFAULT_MAX_UPLOAD_BYTES = 2 * 1024**3
 DEFAULT_MAX_MQTT_PAYLOAD_BYTES = 1024**2
+DEFAULT_MAX_MODEL_NODES = 100_000
+"""5-10x the largest vision exports (ResNet/YOLO/ViT: up to ~10-20k nodes); the analysis of
+100k nodes takes about 10 s of one core (bench/analysis_scaling.py)."""
+DEFAULT_ANALYSIS_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -58,9 +63,18 @@ class Settings:
     """Largest model, artifact or reference upload; a bigger body is refused with 413."""
     max_mqtt_payload_bytes: int = DEFAULT_MAX_MQTT_PAYLOAD_BYTES
     """Larger MQTT messages from agents are dropped undecoded and counted as rejected."""
+    max_model_nodes: int = DEFAULT_MAX_MODEL_NODES
+    """A pushed model with more nodes (subgraphs included) is refused with 422, unanalysed."""
+    analysis_timeout_s: float = DEFAULT_ANALYSIS_TIMEOUT_S
+    """The static analysis of a pushed version runs in a child process after the push answered;
+    one running longer is killed and recorded as failed (controller/analysis_runner.py)."""
     ingest_workers: int = 0
     """Telemetry ingest processes fed by an MQTT shared subscription (external Mosquitto only);
     0 keeps ingest in the controller process (controller/ingest_pool.py)."""
+    trusted_proxies: tuple[str, ...] = ()
+    """Addresses or networks (``10.0.0.5``, ``10.0.0.0/24``) of reverse proxies whose
+    ``X-Forwarded-For`` names the client for rate limits and the audit log; empty: the header
+    is ignored and the peer address is the client."""
 
     @property
     def http_scheme(self) -> str:
@@ -105,3 +119,16 @@ def parse_broker_url(url: str) -> tuple[str, int]:
     except ValueError as exc:
         raise InvalidInput(f"invalid broker URL {url!r}: {exc}") from exc
     return address.host, address.port
+
+
+def parse_trusted_proxy(text: str) -> str:
+    """An IP address or CIDR network (``10.0.0.0/24``), normalised; InvalidInput otherwise."""
+    try:
+        if "/" in text:
+            return str(ipaddress.ip_network(text.strip(), strict=False))
+        return str(ipaddress.ip_address(text.strip()))
+    except ValueError as exc:
+        raise InvalidInput(
+            f"--trusted-proxy expects an IP address or network (e.g. 10.0.0.5 or 10.0.0.0/24), "
+            f"got {text!r}"
+        ) from exc

@@ -249,7 +249,12 @@ class ReportedState(WireModel):
     observed_generation: int = Field(ge=-1, description="-1 until a desired document arrived.")
     reported_at: datetime
     slots: tuple[SlotStatus, ...] = ()
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="The agent's `labels` setting. Ignored by the controller: labels come from "
+        "the operator or the enrolment token, never from the device. Kept so reports of older "
+        "agents stay valid (wire models refuse unknown fields).",
+    )
     facts: DeviceFacts
     serve_url: str | None = Field(default=None, description="Local KServe v2 endpoint.")
     agent_version: str

@@ -197,3 +197,10 @@ def mobilenet_v2_like(
         inits,
         value_info,
     )
+
+
+def identity_chain(nodes: int) -> bytes:
+    """``nodes`` Identity nodes in a chain, 1x4 FP32 in and out: the shape of issue 19's probe
+    (30,000 of them, ~800 KB, once held a push for 533 s of one core)."""
+    chain = [helper.make_node("Identity", [f"t{i}"], [f"t{i + 1}"]) for i in range(nodes)]
+    return make_model(chain, [fp32("t0", [1, 4])], [fp32(f"t{nodes}", [1, 4])])

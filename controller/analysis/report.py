@@ -7,7 +7,7 @@ what ``jetfleet models analyze --json`` prints, and what the dashboard reads.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -139,14 +139,42 @@ def analyze(
             f"TensorRT version {trt_version!r} is not in the table; use one of "
             + ", ".join(TRT_VERSIONS)
         )
+    return _analyze_graph(
+        load_graph(onnx_bytes), onnx_bytes, trt_version, thresholds, use_tensorrt=use_tensorrt
+    )
+
+
+def analyze_all(onnx_bytes: bytes) -> dict[str, Any]:
+    """Static delegate analysis for every TensorRT parser version in the table, as JSON.
+
+    What the controller stores per pushed version. The controller has no GPU: TensorRT's own
+    parser is not consulted (an agent with TensorRT can confirm it on the device). The graph is
+    loaded (and shape-inferred) once for all versions.
+    """
     graph = load_graph(onnx_bytes)
+    return {
+        v: _analyze_graph(graph, onnx_bytes, v, None, use_tensorrt=False).model_dump(mode="json")
+        for v in TRT_VERSIONS
+    }
+
+
+def _analyze_graph(
+    graph: Graph,
+    onnx_bytes: bytes,
+    trt_version: str,
+    thresholds: Thresholds | None,
+    *,
+    use_tensorrt: bool,
+) -> AnalysisReport:
     support = node_support(graph, load_ops_table(), trt_version)
     supported = {s.index: s.supported for s in support}
     parts = partition_graph(graph, supported)
     estimates = {n.index: node_flops(graph, n) for n in graph.nodes}
     live = [n.index for n in graph.nodes if n.index not in parts.folded]
     rates = support_rates(estimates, supported, live)
-    unsupported = top_unsupported(graph, [s for s in support if s.index in set(live)], estimates)
+    unsupported = top_unsupported(
+        graph, [s for s in support if s.index not in parts.folded], estimates
+    )
     verdict = decide(
         rates,
         len(parts.partitions),

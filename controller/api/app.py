@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from controller.analysis.report import AnalysisReport
 from controller.api.convert import device_out, event_out, telemetry_out
+from controller.api.error_bodies import clip_echoes, validation_error_response
+from controller.api.routes_engines import engines_router
 from controller.api.routes_enrol import enrol_router
 from controller.api.routes_health import health_router
 from controller.api.routes_jobs import jobs_router
@@ -18,6 +21,7 @@ from controller.api.schemas import (
     ConfigOut,
     DeploymentResult,
     DeployRequest,
+    DeviceLabelsIn,
     DeviceOut,
     EventOut,
     Health,
@@ -36,17 +40,25 @@ from controller.errors import (
     Conflict,
     ControllerError,
     DatabaseError,
+    Forbidden,
     InvalidInput,
+    InvalidReference,
     NotFound,
     RangeNotSatisfiable,
+    TooManyNodes,
 )
+from controller.labels import check_labels
 from controller.services import Services
-from shared.engines import ArtifactOut, EngineManifest, LeaseOut, LeaseRequest
+from shared.engines import ArtifactOut
 from shared.messages import ArtifactRef
+from shared.topics import TopicError, check_device_id
 
 _STATUS: list[tuple[type[ControllerError], int]] = [
     (UploadTooLarge, 413),
+    (InvalidReference, 422),
+    (TooManyNodes, 422),
     (InvalidInput, 400),
+    (Forbidden, 403),
     (NotFound, 404),
     (Conflict, 409),
     (RangeNotSatisfiable, 416),
@@ -65,7 +77,10 @@ def create_app(services: Services) -> FastAPI:
         headers = {}
         if isinstance(exc, RangeNotSatisfiable):
             headers["Content-Range"] = f"bytes */{exc.size}"
-        return JSONResponse({"detail": str(exc)}, status_code=status, headers=headers)
+        detail = str(exc) if status >= 500 else clip_echoes(str(exc))
+        return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+
+    app.add_exception_handler(RequestValidationError, validation_error_response)
 
     @app.get("/healthz")
     def healthz() -> Health:
@@ -77,7 +92,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(_deployments(services), prefix="/api/v1")
     app.include_router(_artifacts(services), prefix="/api/v1")
     app.include_router(_configs(services), prefix="/api/v1")
-    app.include_router(_engines(services), prefix="/api/v1")
+    app.include_router(engines_router(services), prefix="/api/v1")
     app.include_router(rollouts_router(services), prefix="/api/v1")
     app.include_router(jobs_router(services), prefix="/api/v1")
     app.include_router(enrol_router(services), prefix="/api/v1")
@@ -96,6 +111,17 @@ def _devices(services: Services) -> APIRouter:
 
     @router.get("/devices/{device_id}")
     def show_device(device_id: str) -> DeviceOut:
+        return device_out(services.repo.device(device_id))
+
+    @router.put("/devices/{device_id}/labels")
+    def set_device_labels(device_id: str, body: DeviceLabelsIn) -> DeviceOut:
+        """Replace the device's labels with the body's whole set (the operator's word; what the
+        device reports is ignored)."""
+        try:
+            check_device_id(device_id)
+        except TopicError as exc:
+            raise InvalidInput(str(exc)) from exc
+        services.repo.set_labels(device_id, check_labels(body.labels))
         return device_out(services.repo.device(device_id))
 
     @router.get("/devices/{device_id}/telemetry")
@@ -165,7 +191,8 @@ def _models(services: Services) -> APIRouter:
 
     @router.get("/models/{name}/versions/{version}/analysis")
     def show_analysis(name: str, version: str, trt: str = "10.1") -> AnalysisReport:
-        """The static delegate analysis stored at push, for TensorRT parser ``trt``."""
+        """The static delegate analysis for TensorRT parser ``trt`` (it runs after the push:
+        409 while the version's ``analysis_state`` is pending, 404 when it failed)."""
         return catalog.analysis(name, version, trt)
 
     return router
@@ -216,47 +243,6 @@ def _configs(services: Services) -> APIRouter:
     def resolve_slot(device_id: str, model: str) -> ResolvedConfigOut:
         """Like /configs/{name}/resolve with the config the device's slot names (or none)."""
         return configs.resolve(None, device_id, model)
-
-    return router
-
-
-def _engines(services: Services) -> APIRouter:
-    router = APIRouter(tags=["engines"])
-    engines = services.engines
-
-    @router.put(
-        "/engines/{key}",
-        status_code=201,
-        responses={200: {"description": "The identical manifest is already stored."}},
-    )
-    def put_engine(key: str, manifest: EngineManifest, response: Response) -> EngineManifest:
-        stored, created = engines.put(key, manifest)
-        if not created:
-            response.status_code = 200
-        return stored
-
-    @router.get("/engines/{key}")
-    def get_engine(key: str, response: Response, tuning: str | None = None) -> EngineManifest:
-        """The manifest tuned under ``tuning`` when stored, else another tuning of the engine;
-        the ``Jetfleet-Tuning-Match`` header says which (exact, other, any)."""
-        manifest, match = engines.get(key, tuning)
-        response.headers["Jetfleet-Tuning-Match"] = match
-        return manifest
-
-    @router.get("/engines")
-    def list_engines() -> list[EngineManifest]:
-        return engines.list()
-
-    @router.post("/engines/{key}/lease")
-    def take_lease(key: str, request: LeaseRequest) -> LeaseOut:
-        """Ask to be the one device that builds ``key`` under the body's tuning (renews the
-        caller's own lease)."""
-        return engines.lease(key, request)
-
-    @router.delete("/engines/{key}/lease", status_code=204)
-    def release_lease(key: str, device_id: str, tuning: str = "default") -> Response:
-        engines.release(key, device_id, tuning)
-        return Response(status_code=204)
 
     return router
 

@@ -1,5 +1,8 @@
 """``POST /api/v1/enroll`` (public, rate-limited per client address), enrolment tokens, device
-identities and revocation (operator tokens, see :mod:`controller.auth.policy`)."""
+identities and revocation (operator tokens, see :mod:`controller.auth.policy`).
+
+The client address is the TCP peer's; ``X-Forwarded-For`` counts only from the proxies given to
+``jetfleet serve --trusted-proxy`` (uvicorn rewrites ``request.client`` for those alone)."""
 
 from __future__ import annotations
 
@@ -29,7 +32,8 @@ class EnrolIn(BaseModel):
         default=None, max_length=64, description="Required unless the token names the device."
     )
     labels: dict[str, str] = Field(
-        default_factory=dict, description="The agent's own labels; the token's labels win."
+        default_factory=dict,
+        description="The agent's own labels: ignored (and logged); the device gets its token's.",
     )
     facts: dict[str, Any] | None = Field(
         default=None, description="The agent's probed DeviceFacts (logged at enrolment)."

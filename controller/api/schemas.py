@@ -52,7 +52,16 @@ class ModelVersionOut(ApiModel):
     download_url: str = Field(description="Artifact URL (absolute, from the public base URL).")
     delegation: dict[str, DelegationSummary] = Field(
         default_factory=dict,
-        description="Static delegate analysis per TensorRT version (8.5, 8.6, 10.1).",
+        description="Static delegate analysis per TensorRT version (8.5, 8.6, 10.1); empty "
+        "until analysis_state is done.",
+    )
+    analysis_state: Literal["pending", "done", "failed"] = Field(
+        default="done",
+        description="pending: the analysis runs in the background after the push (poll this "
+        "version); done: see delegation; failed: see analysis_error.",
+    )
+    analysis_error: str | None = Field(
+        default=None, description="Why the analysis failed (analysis_state failed)."
     )
 
 
@@ -91,6 +100,14 @@ class DeviceOut(ApiModel):
         default=None, description="e.g. jetson-orin-nano-8gb/jp6.2; None until facts arrive."
     )
     serve_url: str | None
+
+
+class DeviceLabelsIn(ApiModel):
+    """PUT /api/v1/devices/{id}/labels: the device's whole label set (``{}`` clears it)."""
+
+    labels: dict[str, str] = Field(
+        description="What selectors match the device by; devices cannot set their own."
+    )
 
 
 class DeployRequest(ApiModel):

@@ -13,12 +13,15 @@ GET/HEAD /api/v1/whoami                    viewer      yes
 GET/HEAD /api/v1/artifacts/{sha}           viewer      yes
 POST /api/v1/artifacts                     operator    yes
 GET/HEAD /api/v1/engines/{key}             viewer      yes
-PUT /api/v1/engines/{key}                  operator    own device (body ``built_by``)
+PUT /api/v1/engines/{key}                  operator    own device (body ``built_by``) *
 POST /api/v1/engines/{key}/lease           operator    own device (body ``device_id``)
 DELETE /api/v1/engines/{key}/lease         operator    own device (query ``device_id``)
 any other GET/HEAD/OPTIONS                 viewer      no
 any other method                           operator    no
 =========================================  ==========  ===============================
+
+* and only for the device's own validity key and hardware class, which the engine store checks
+against the device's reported facts (403 otherwise; ``controller/engine_trust.py``).
 """
 
 from __future__ import annotations

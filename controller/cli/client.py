@@ -176,6 +176,10 @@ class ControllerClient:
     def device(self, device_id: str) -> Any:
         return self._request("GET", f"/api/v1/devices/{device_id}")
 
+    def set_labels(self, device_id: str, labels: dict[str, str]) -> Any:
+        """Replace the device's whole label set."""
+        return self._request("PUT", f"/api/v1/devices/{device_id}/labels", json={"labels": labels})
+
     def telemetry(self, device_id: str, limit: int) -> Any:
         return self._request(
             "GET", f"/api/v1/devices/{device_id}/telemetry", params={"limit": limit}
@@ -215,6 +219,16 @@ class ControllerClient:
 
     def engines(self) -> Any:
         return self._request("GET", "/api/v1/engines")
+
+    def approve_engine(self, key: str, tuning: str | None) -> Any:
+        return self._request("POST", f"/api/v1/engines/{key}/approve", json={"tuning": tuning})
+
+    def engine_trust(self) -> Any:
+        return self._request("GET", "/api/v1/engine-trust")
+
+    def set_engine_trust(self, hardware_class: str, mode: str) -> Any:
+        body = {"hardware_class": hardware_class, "mode": mode}
+        return self._request("PUT", "/api/v1/engine-trust", json=body)
 
     def version_profiles(self, name: str, version: str) -> Any:
         """The newest on-device profile of ``name:version`` per device."""

@@ -32,10 +32,6 @@ ANOMALY = ("anomaly", "1.0.0")
 SECOND_MODEL_ON = "gw-orin-nx-01"
 
 
-def _labels(device_id: str) -> dict[str, str] | None:
-    return next((g.labels for g in DEMO_GATEWAYS if g.device_id == device_id), None)
-
-
 def _step(message: str) -> None:
     click.echo(click.style("==> ", fg="cyan") + message)
 
@@ -145,12 +141,8 @@ def run_demo(workdir: Path, duration: float | None, as_json: bool) -> None:
             fleet.start_gateway(gw)
             _step(f"started agent {gw.device_id} (simulated profile {gw.profile})")
 
-        def enrolled() -> bool:
-            with fleet.client() as c:
-                reported = {d["id"] for d in c.devices() if d["labels"] == _labels(d["id"])}
-                return reported >= {g.device_id for g in DEMO_GATEWAYS}
-
-        wait_for("all gateways to report", enrolled, 60, fleet.processes)
+        fleet.label_gateways(DEMO_GATEWAYS)
+        _step("every gateway reported; labelled them fleet=demo,site=... (jetfleet devices label)")
         with fleet.client() as client:
             client.deploy(
                 {"model": CLASSIFIER[0], "version": CLASSIFIER[1], "selector": "fleet=demo"}

@@ -1,4 +1,5 @@
-"""``jetfleet devices enroll-token|revoke|identities``: device enrolment from the operator's side.
+"""``jetfleet devices enroll-token|revoke|identities|label``: device enrolment and labels from
+the operator's side (labels are the operator's to set: devices cannot choose their own).
 
 Added to the ``devices`` group by ``controller.cli.main``; they go through the API like the
 other operator commands (with the token of ``jetfleet login``).
@@ -24,12 +25,12 @@ def _get(client: ControllerClient, path: str) -> Any:
     return client._request("GET", path)
 
 
-def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
+def _labels(pairs: tuple[str, ...], hint: str = "--labels") -> dict[str, str]:
     labels: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise click.BadParameter(f"{pair!r}: expected KEY=VALUE", param_hint="--labels")
+            raise click.BadParameter(f"{pair!r}: expected KEY=VALUE", param_hint=hint)
         labels[key.strip()] = value.strip()
     return labels
 
@@ -40,17 +41,28 @@ def _labels(pairs: tuple[str, ...]) -> dict[str, str]:
     "label_pairs",
     multiple=True,
     metavar="K=V",
-    help="Label the enrolled device gets (repeat, or k=v,k2=v2).",
+    help="Label the enrolled device gets (repeat, or k=v,k2=v2); on re-enrolment they "
+    "replace its labels [default: none, or the labels it has].",
 )
 @click.option(
     "--expires", default="24h", show_default=True, metavar="DURATION", help="e.g. 24h, 7d, 90m."
 )
-@click.option("--device", "device_id", metavar="ID", help="Only this device id may enrol with it.")
+@click.option(
+    "--device",
+    "device_id",
+    metavar="ID",
+    help="Only this device id may enrol with it; needed to re-enrol a device whose identity is "
+    "not revoked.",
+)
 @api_options
 def enroll_token(
     label_pairs: tuple[str, ...], expires: str, device_id: str | None, url: str, as_json: bool
 ) -> None:
-    """Create a one-time, expiring enrolment token; it is printed this once."""
+    """Create a one-time, expiring enrolment token; it is printed this once.
+
+    The enrolled device gets the token's labels (the ones its agent asks for are ignored). A
+    token without --device enrols only a new or revoked device id.
+    """
     try:
         lifetime = parse_duration(expires)
     except ValueError as exc:
@@ -111,3 +123,24 @@ def identities(url: str, as_json: bool) -> None:
         for i in out
     ]
     click.echo(table(["device", "broker user", "api token", "enrolled", "state"], rows))
+
+
+@click.command("label")
+@click.argument("device_id")
+@click.argument("pairs", nargs=-1, metavar="KEY=VALUE...")
+@click.option("--clear", is_flag=True, help="Remove every label of the device.")
+@api_options
+def label_device(
+    device_id: str, pairs: tuple[str, ...], clear: bool, url: str, as_json: bool
+) -> None:
+    """Set DEVICE_ID's labels to exactly KEY=VALUE... (its whole set; labels not given are
+    removed). Selectors match devices by these; what a device reports about itself is ignored."""
+    if clear == bool(pairs):
+        raise click.UsageError("give the device's labels as KEY=VALUE..., or --clear")
+    labels = _labels(pairs, hint="KEY=VALUE")
+    out = call_api(lambda c: c.set_labels(device_id, labels), url)
+    if as_json:
+        emit_json(out)
+        return
+    shown = ",".join(f"{k}={v}" for k, v in sorted(out["labels"].items())) or "(none)"
+    click.echo(f"{out['id']}: labels {shown}")

@@ -9,7 +9,12 @@ from controller.cli.broker import broker
 from controller.cli.configs import configs
 from controller.cli.db import db
 from controller.cli.demo import demo
-from controller.cli.devices_security import enroll_token, identities, revoke_device
+from controller.cli.devices_security import (
+    enroll_token,
+    identities,
+    label_device,
+    revoke_device,
+)
 from controller.cli.engines import engines
 from controller.cli.keys import keys
 from controller.cli.login import login
@@ -49,7 +54,7 @@ for command in (
 
 
 models.add_command(analyze)
-for command in (enroll_token, revoke_device, identities):
+for command in (enroll_token, revoke_device, identities, label_device):
     devices.add_command(command)
 cli.add_command(broker)
 devices.add_command(profile)

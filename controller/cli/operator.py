@@ -100,18 +100,76 @@ def models() -> None:
     help="Reference outputs (NPZ: input:<name>, output:<name>, first axis = case) to validate "
     "engines against, instead of the ones computed with ONNX Runtime FP32.",
 )
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Return once the model is stored, without waiting for its static analysis (it goes on "
+    "in the controller: see `jetfleet models show NAME:VERSION`).",
+)
 @api_options
 def models_push(
-    path: Path, name: str, version: str, reference: Path | None, url: str, as_json: bool
+    path: Path,
+    name: str,
+    version: str,
+    reference: Path | None,
+    no_wait: bool,
+    url: str,
+    as_json: bool,
 ) -> None:
-    """Upload an ONNX model file as NAME:VERSION."""
+    """Upload an ONNX model file as NAME:VERSION, then wait for its static analysis."""
     out = call_api(lambda c: c.push_model(path, name, version), url)
     if reference is not None:
-        call_api(lambda c: c.push_reference(reference, name, version), url)
+        try:
+            call_api(lambda c: c.push_reference(reference, name, version), url)
+        except click.ClickException as exc:
+            raise click.ClickException(
+                f"{name}:{version} is stored, but its reference outputs were refused: {exc.message}"
+            ) from exc
+    if not as_json:
+        click.echo(
+            f"pushed {out['name']}:{out['version']} sha256={out['sha256']} size={out['size']}"
+        )
+    if not no_wait and out.get("analysis_state") == "pending":
+        out = call_api(_analysed(name, version, progress=not as_json), url)
     if as_json:
         emit_json(out)
         return
-    click.echo(f"pushed {out['name']}:{out['version']} sha256={out['sha256']} size={out['size']}")
+    for line in analysis_lines(out):
+        click.echo(line)
+
+
+ANALYSIS_WAIT_S = 600.0
+"""How long ``models push`` waits for the analysis (the controller bounds each run, 120 s by
+default, but versions pushed just before wait their turn)."""
+
+
+def _analysed(name: str, version: str, progress: bool) -> Callable[[ControllerClient], Any]:
+    """Poll ``name:version`` until its analysis is no longer pending (or ANALYSIS_WAIT_S)."""
+
+    def wait(client: ControllerClient) -> Any:
+        if progress:
+            click.echo(
+                f"analysing {name}:{version} on the controller (--no-wait does not wait)...",
+                err=True,
+            )
+        deadline = time.monotonic() + ANALYSIS_WAIT_S
+        while True:
+            out = client.model_version(name, version)
+            if out.get("analysis_state") != "pending" or time.monotonic() > deadline:
+                return out
+            time.sleep(0.5)
+
+    return wait
+
+
+def analysis_lines(version: dict[str, Any]) -> list[str]:
+    """Where the version's analysis stands, or its verdict per TensorRT version."""
+    state = version.get("analysis_state", "done")
+    if state == "pending":
+        return ["  analysis pending (the controller runs it after the push)"]
+    if state == "failed":
+        return [f"  analysis failed: {version.get('analysis_error')}"]
+    return [f"  trt {trt:<5}{s['line']}" for trt, s in version.get("delegation", {}).items()]
 
 
 @models.command("ls")
@@ -152,8 +210,8 @@ def models_show(ref: str, url: str, as_json: bool) -> None:
         for kind in ("inputs", "outputs"):
             for t in v[kind]:
                 click.echo(f"  {kind[:-1]:<8} {t['name']} {t['datatype']} {t['shape']}")
-        for trt, summary in v.get("delegation", {}).items():
-            click.echo(f"  trt {trt:<5}{summary['line']}")
+        for line in analysis_lines(v):
+            click.echo(line)
         for found in call_api(_profiles_of(v["name"], v["version"]), url):
             p = found["profile"]
             top = ", ".join(f"{o['op_type']} {o['share']:.0%} {o['device']}" for o in p["ops"][:5])

@@ -14,8 +14,10 @@ from controller.broker_admin.base import choose_admin
 from controller.errors import ControllerError
 from controller.settings import (
     DATA_DIR_ENV,
+    DEFAULT_ANALYSIS_TIMEOUT_S,
     DEFAULT_EMBEDDED_BROKER,
     DEFAULT_HTTP,
+    DEFAULT_MAX_MODEL_NODES,
     DEFAULT_MAX_MQTT_PAYLOAD_BYTES,
     DEFAULT_MAX_UPLOAD_BYTES,
     Settings,
@@ -23,6 +25,7 @@ from controller.settings import (
     default_db_url,
     parse_broker_url,
     parse_host_port,
+    parse_trusted_proxy,
 )
 from shared.topics import DEFAULT_PREFIX, TopicError, Topics
 from shared.transport import MqttAuth
@@ -143,6 +146,24 @@ class Security:
     help="Larger MQTT messages from agents are dropped undecoded (counted as rejected).",
 )
 @click.option(
+    "--max-model-nodes",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_MODEL_NODES,
+    show_default=True,
+    help="Models with more nodes (subgraphs included) are refused with HTTP 422; large vision "
+    "exports (ResNet, YOLO, ViT) have up to ~20k.",
+)
+@click.option(
+    "--analysis-timeout",
+    "analysis_timeout_s",
+    type=click.FloatRange(min=1.0),
+    default=DEFAULT_ANALYSIS_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="A pushed model's static analysis (run in the background) that takes longer is "
+    "stopped and recorded as failed.",
+)
+@click.option(
     "--broker-admin",
     type=click.Choice(["auto", "none", "dynsec", "embedded"]),
     default="auto",
@@ -170,6 +191,14 @@ class Security:
     is_flag=True,
     help="Serve the API without tokens: anyone who reaches it can change the fleet.",
 )
+@click.option(
+    "--trusted-proxy",
+    "trusted_proxies",
+    multiple=True,
+    metavar="IP_OR_CIDR",
+    help="A reverse proxy whose X-Forwarded-For names the client for enrolment rate limits "
+    "and the audit log (repeat for several) [default: none; the header is ignored].",
+)
 def serve(
     db_url: str | None,
     broker_url: str | None,
@@ -188,10 +217,13 @@ def serve(
     broker_password_file: Path | None,
     max_upload: int,
     max_mqtt_payload: int,
+    max_model_nodes: int,
+    analysis_timeout_s: float,
     broker_admin: str,
     public_broker_url: str | None,
     ingest_workers: int,
     insecure_no_auth: bool,
+    trusted_proxies: tuple[str, ...],
 ) -> None:
     """Run the controller until Ctrl-C (SIGINT) or SIGTERM."""
     from controller.server import run
@@ -233,6 +265,9 @@ def serve(
             broker_admin=choose_admin(broker_admin, broker_url is not None),
             public_broker_url=public_broker_url,
             ingest_workers=ingest_workers,
+            max_model_nodes=max_model_nodes,
+            analysis_timeout_s=analysis_timeout_s,
+            trusted_proxies=tuple(parse_trusted_proxy(p) for p in trusted_proxies),
         )
         run(settings)
     except ControllerError as exc:

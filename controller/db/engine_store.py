@@ -2,6 +2,9 @@
 
 Manifests and leases are kept per (engine key, tuning tag): an engine built in one power mode is
 valid in another, only tuned for other clocks, so twins in each power mode share their own build.
+Each manifest row records its provenance (who uploaded it, the uploading device's hardware class,
+an operator's approval), and ``engine_trust`` the trust mode per class
+(:mod:`controller.engine_trust` decides what they mean).
 
 A lease request runs :func:`controller.leases.decide` inside a transaction that holds the lease
 row's write lock: ``BEGIN IMMEDIATE`` on SQLite (one writer at a time), ``SELECT ... FOR UPDATE``
@@ -11,23 +14,112 @@ one commit; the other retries and then sees (and is denied by) the winner's leas
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from controller.db.lease_rows import decide_locked
-from controller.db.schema import Artifact, BuildLease, EngineRecord, EngineTuning, utcnow
+from controller.db.schema import (
+    Artifact,
+    BuildLease,
+    Device,
+    EngineRecord,
+    EngineTrust,
+    EngineTuning,
+    utcnow,
+)
 from controller.db.session import SessionStore
-from controller.errors import Conflict, DatabaseError
+from controller.engine_trust import (
+    UNRECORDED,
+    Provenance,
+    TrustEntry,
+    TrustMode,
+    UploaderKind,
+    check_mode,
+    may_replace,
+)
+from controller.errors import Conflict, DatabaseError, NotFound
 from controller.leases import Decision
 from shared.engines import EngineManifest
 
 _RETRIES = 5
+_UPLOADERS: dict[str, UploaderKind] = {"device": "device", "operator": "operator"}
+
+
+@dataclass(frozen=True)
+class StoredEngine:
+    """One stored manifest and who put it there."""
+
+    manifest: EngineManifest
+    provenance: Provenance
 
 
 class EngineStoreDb(SessionStore):
-    """The ``engines``, ``engine_tunings`` and ``build_leases`` tables."""
+    """The ``engines``, ``engine_tunings``, ``engine_trust`` and ``build_leases`` tables."""
+
+    def device_facts(self, device_id: str) -> dict[str, Any] | None:
+        """The facts ``device_id`` last reported (None before its first report)."""
+        with self._tx() as session:
+            device = session.get(Device, device_id)
+            return None if device is None or not device.facts else dict(device.facts)
+
+    def stored_of(self, key: str) -> list[StoredEngine]:
+        """Every build stored under engine ``key`` with its provenance, oldest first."""
+        with self._tx() as session:
+            rows = session.execute(
+                select(EngineTuning)
+                .where(EngineTuning.engine_key == key)
+                .order_by(EngineTuning.created_at, EngineTuning.tuning)
+            ).scalars()
+            return [_stored(r) for r in rows]
+
+    def stored(self) -> list[StoredEngine]:
+        """Every stored build with its provenance, one per (engine key, tuning), oldest first."""
+        with self._tx() as session:
+            rows = session.execute(
+                select(EngineTuning).order_by(
+                    EngineTuning.created_at, EngineTuning.engine_key, EngineTuning.tuning
+                )
+            ).scalars()
+            return [_stored(r) for r in rows]
+
+    def approve(self, key: str, tuning: str, by: str, now: datetime) -> StoredEngine:
+        """Record that operator ``by`` approved the build of (``key``, ``tuning``) for twins
+        (an approved one keeps its first approval)."""
+        with self._tx() as session:
+            row = session.get(EngineTuning, (key, tuning), with_for_update=True)
+            if row is None:
+                raise NotFound(f"no engine {key} is stored under tuning {tuning!r}")
+            if row.approved_by is None:
+                row.approved_by = by
+                row.approved_at = now
+            return _stored(row)
+
+    def trust_entries(self) -> list[TrustEntry]:
+        """The trust mode set per hardware class (and for ``default``), by class."""
+        with self._tx() as session:
+            rows = session.execute(select(EngineTrust).order_by(EngineTrust.hardware_class))
+            return [_trust(r) for r in rows.scalars()]
+
+    def set_trust(self, hw_class: str, mode: TrustMode, by: str, now: datetime) -> TrustEntry:
+        """Set the trust mode of ``hw_class`` (replacing its previous one)."""
+        for _ in range(_RETRIES):
+            try:
+                with self._tx() as session:
+                    row = session.get(EngineTrust, hw_class, with_for_update=True)
+                    if row is None:
+                        row = EngineTrust(hardware_class=hw_class)
+                        session.add(row)
+                    row.mode, row.set_by, row.set_at = mode, by, now
+                    session.flush()
+                    return _trust(row)
+            except IntegrityError:
+                continue  # set concurrently for the first time: update the winner's row
+        raise DatabaseError(f"could not set the engine trust of {hw_class}: retry")
 
     def add_artifact(self, sha256: str, size: int) -> bool:
         """Record an artifact's row (bytes already in the store); False when it existed."""
@@ -66,21 +158,32 @@ class EngineStoreDb(SessionStore):
             ).scalars()
             return [EngineManifest.model_validate(r.manifest) for r in rows]
 
-    def put_manifest(self, manifest: EngineManifest, tuning: str) -> bool:
-        """Store ``manifest`` under its ``tuning`` tag and release that build lease; False when
-        the same one was stored.
+    def put_manifest(
+        self, manifest: EngineManifest, tuning: str, provenance: Provenance = UNRECORDED
+    ) -> bool:
+        """Store ``manifest`` under its ``tuning`` tag, uploaded as ``provenance`` says, and
+        release that build lease; False when the same one was stored.
 
-        A different manifest under the same (engine key, tuning) is a :class:`Conflict`.
+        A different manifest under the same (engine key, tuning) is a :class:`Conflict`, unless
+        :func:`~controller.engine_trust.may_replace` lets this upload replace it.
         """
         key = manifest.engine_key
         dumped = manifest.model_dump(mode="json")
         for _ in range(_RETRIES):
             try:
                 with self._tx() as session:
-                    row = session.get(EngineTuning, (key, tuning))
+                    row = session.get(EngineTuning, (key, tuning), with_for_update=True)
                     if row is not None:
-                        _same_or_conflict(EngineManifest.model_validate(row.manifest), manifest)
-                        return False
+                        stored = _stored(row)
+                        if stored.manifest == manifest:
+                            return False
+                        if not may_replace(stored.provenance, provenance):
+                            raise _conflict(stored, manifest)
+                        if session.get(Artifact, manifest.sha256) is None:
+                            session.add(Artifact(sha256=manifest.sha256, size=manifest.size))
+                        _write(row, manifest, dumped, provenance, utcnow())
+                        _release_lease(session, key, tuning)
+                        return True
                     if session.get(Artifact, manifest.sha256) is None:
                         session.add(Artifact(sha256=manifest.sha256, size=manifest.size))
                     now = utcnow()
@@ -96,22 +199,10 @@ class EngineStoreDb(SessionStore):
                             )
                         )
                         session.flush()
-                    session.add(
-                        EngineTuning(
-                            engine_key=key,
-                            tuning=tuning,
-                            sha256=manifest.sha256,
-                            size=manifest.size,
-                            built_by=manifest.built_by,
-                            manifest=dumped,
-                            created_at=now,
-                        )
-                    )
-                    session.execute(
-                        delete(BuildLease).where(
-                            BuildLease.engine_key == key, BuildLease.tuning == tuning
-                        )
-                    )
+                    row = EngineTuning(engine_key=key, tuning=tuning)
+                    _write(row, manifest, dumped, provenance, now)
+                    session.add(row)
+                    _release_lease(session, key, tuning)
                 return True
             except IntegrityError:
                 continue  # stored concurrently: compare with the winner
@@ -156,10 +247,46 @@ class EngineStoreDb(SessionStore):
             )
 
 
-def _same_or_conflict(stored: EngineManifest, new: EngineManifest) -> None:
-    if stored != new:
-        raise Conflict(
-            f"engine {new.engine_key} ({new.tuning.label()}) is already stored with another "
-            f"manifest (built by "
-            f"{stored.built_by}, sha256 {stored.sha256[:12]}…): GET it instead of uploading"
-        )
+def _conflict(stored: StoredEngine, new: EngineManifest) -> Conflict:
+    return Conflict(
+        f"engine {new.engine_key} ({new.tuning.label()}) is already stored with another "
+        f"manifest (built by {stored.manifest.built_by}, sha256 {stored.manifest.sha256[:12]}…): "
+        "GET it instead of uploading"
+    )
+
+
+def _write(
+    row: EngineTuning,
+    manifest: EngineManifest,
+    dumped: dict[str, Any],
+    provenance: Provenance,
+    now: datetime,
+) -> None:
+    row.sha256, row.size, row.built_by = manifest.sha256, manifest.size, manifest.built_by
+    row.manifest, row.created_at = dumped, now
+    row.uploader, row.uploaded_by = provenance.uploader, provenance.uploaded_by
+    row.hardware_class = provenance.hardware_class
+    row.approved_by, row.approved_at = provenance.approved_by, provenance.approved_at
+
+
+def _release_lease(session: Session, key: str, tuning: str) -> None:
+    session.execute(
+        delete(BuildLease).where(BuildLease.engine_key == key, BuildLease.tuning == tuning)
+    )
+
+
+def _stored(row: EngineTuning) -> StoredEngine:
+    return StoredEngine(
+        manifest=EngineManifest.model_validate(row.manifest),
+        provenance=Provenance(
+            uploader=_UPLOADERS.get(row.uploader, "unknown"),
+            uploaded_by=row.uploaded_by,
+            hardware_class=row.hardware_class,
+            approved_by=row.approved_by,
+            approved_at=row.approved_at,
+        ),
+    )
+
+
+def _trust(row: EngineTrust) -> TrustEntry:
+    return TrustEntry(row.hardware_class, check_mode(row.mode), row.set_by, row.set_at)

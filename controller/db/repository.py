@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, text
+from sqlalchemy import and_, or_, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -28,6 +28,7 @@ from controller.db.session import SessionStore
 from controller.desired import PlannedSlot, SlotPlan
 from controller.errors import Conflict, DatabaseError, NotFound
 from controller.records import (
+    AnalysisState,
     DeviceRecord,
     EventEntry,
     SlotChange,
@@ -68,8 +69,10 @@ class Repository(SessionStore):
         outputs: list[dict[str, Any]],
         has_qdq: bool = False,
         analysis: dict[str, Any] | None = None,
+        analysis_state: AnalysisState = "done",
     ) -> VersionRecord:
-        """Store a new version (and its model and artifact rows when new)."""
+        """Store a new version (and its model and artifact rows when new); ``analysis_state``
+        pending stores it before its analysis (:meth:`set_analysis` stores that later)."""
         try:
             with self._tx() as session:
                 if session.get(Model, model) is None:
@@ -85,7 +88,7 @@ class Repository(SessionStore):
                     inputs=inputs,
                     outputs=outputs,
                     has_qdq=has_qdq,
-                    analysis=analysis or {},
+                    analysis=_encode_analysis(analysis_state, analysis or {}, None),
                 )
                 session.add(row)
                 session.flush()
@@ -94,6 +97,43 @@ class Repository(SessionStore):
             raise Conflict(
                 f"model version {model}:{version} was stored concurrently; retry the upload"
             ) from exc
+
+    def set_analysis(
+        self,
+        version_id: int,
+        state: AnalysisState,
+        reports: dict[str, Any] | None = None,
+        error: str | None = None,
+        out_of_time_s: float | None = None,
+    ) -> None:
+        """Store the outcome of a version's analysis: its reports (done) or why it failed;
+        ``out_of_time_s``: it failed by running past that bound (see :meth:`analyses_to_run`)."""
+        with self._tx() as session:
+            row = session.get(ModelVersion, version_id)
+            if row is None:
+                raise NotFound(f"no model version with id {version_id}")
+            row.analysis = _encode_analysis(state, reports or {}, error, out_of_time_s)
+
+    def analyses_to_run(self, timeout_s: float) -> list[VersionRecord]:
+        """The versions whose analysis is pending, or failed by running past a bound shorter
+        than ``timeout_s`` (it may finish now), oldest first."""
+        analysis = ModelVersion.analysis
+        with self._tx() as session:
+            rows = session.execute(
+                select(ModelVersion, Artifact)
+                .join(Artifact, Artifact.sha256 == ModelVersion.sha256)
+                .where(
+                    or_(
+                        analysis[_STATE].as_string() == "pending",
+                        and_(
+                            analysis[_STATE].as_string() == "failed",
+                            analysis[_OUT_OF_TIME].as_float() < timeout_s,
+                        ),
+                    )
+                )
+                .order_by(ModelVersion.id)
+            ).all()
+            return [_version(mv, art) for mv, art in rows]
 
     def versions_by_id(self, ids: Sequence[int]) -> dict[int, VersionRecord]:
         """The stored versions with these ids."""
@@ -153,6 +193,32 @@ class Repository(SessionStore):
                 d: dict(labels) for d, labels in session.execute(select(Device.id, Device.labels))
             }
 
+    def set_labels(
+        self, device_id: str, labels: Mapping[str, str], *, create: bool = False
+    ) -> dict[str, str]:
+        """Replace the device's labels (the operator's, or its enrolment token's); NotFound for
+        an unknown device unless ``create``, which adds it as never seen."""
+        for attempt in range(2):
+            try:
+                with self._tx() as session:
+                    device = session.get(Device, device_id)
+                    if device is None:
+                        if not create:
+                            raise NotFound(
+                                f"unknown device '{device_id}': it is listed after its first "
+                                "contact; to label it before, put the labels on its enrolment "
+                                f"token (jetfleet devices enroll-token --device {device_id} "
+                                "--labels k=v)"
+                            )
+                        device = Device(id=device_id, labels={}, reported_slots=[])
+                        session.add(device)
+                    device.labels = dict(labels)
+                break
+            except IntegrityError as exc:
+                if attempt:
+                    raise DatabaseError(f"cannot label device '{device_id}': {exc}") from exc
+        return dict(labels)
+
     def change_slots(
         self, device_ids: Sequence[str], plan: Callable[[tuple[PlannedSlot, ...]], SlotPlan]
     ) -> list[SlotChange]:
@@ -187,10 +253,10 @@ class Repository(SessionStore):
         self._with_device(device_id, now, lambda _device: None)
 
     def record_reported(self, msg: ReportedState, now: datetime) -> None:
-        """Store what the agent reports about itself and its slots."""
+        """Store what the agent reports about itself and its slots; never its ``labels``
+        (selectors trust labels: only the operator and enrolment tokens set them)."""
 
         def update(device: Device) -> None:
-            device.labels = dict(msg.labels)
             device.facts = msg.facts.model_dump(mode="json", by_alias=True)
             device.reported_slots = [s.model_dump(mode="json") for s in msg.slots]
             device.observed_generation = msg.observed_generation
@@ -314,7 +380,42 @@ class Repository(SessionStore):
             return False
 
 
+_STATE, _ERROR, _OUT_OF_TIME = "state", "error", "out_of_time_s"
+"""Keys of the ``analysis`` column besides the TensorRT versions: present only while the
+analysis is pending or after it failed (a done analysis is its reports alone, as it always was,
+so versions stored before the analysis ran in the background need no migration)."""
+
+
+def _encode_analysis(
+    state: AnalysisState,
+    reports: dict[str, Any],
+    error: str | None,
+    out_of_time_s: float | None = None,
+) -> dict[str, Any]:
+    if state == "done":
+        return dict(reports)
+    encoded: dict[str, Any] = {_STATE: state}
+    if error is not None:
+        encoded[_ERROR] = error
+    if out_of_time_s is not None:
+        encoded[_OUT_OF_TIME] = out_of_time_s
+    return encoded
+
+
+def _decode_analysis(
+    stored: dict[str, Any] | None,
+) -> tuple[AnalysisState, dict[str, Any], str | None]:
+    raw = dict(stored or {})
+    state = raw.pop(_STATE, "done")
+    error = raw.pop(_ERROR, None)
+    raw.pop(_OUT_OF_TIME, None)
+    if state not in ("pending", "failed"):
+        return "done", raw, None
+    return state, {}, None if error is None else str(error)
+
+
 def _version(mv: ModelVersion, art: Artifact) -> VersionRecord:
+    state, reports, error = _decode_analysis(mv.analysis)
     return VersionRecord(
         id=mv.id,
         model=mv.model,
@@ -325,7 +426,9 @@ def _version(mv: ModelVersion, art: Artifact) -> VersionRecord:
         outputs=list(mv.outputs),
         created_at=mv.created_at,
         has_qdq=bool(mv.has_qdq),
-        analysis=dict(mv.analysis or {}),
+        analysis=reports,
+        analysis_state=state,
+        analysis_error=error,
     )
 
 

@@ -234,6 +234,27 @@ class EngineTuning(Base):
     built_by: Mapped[str] = mapped_column(String(64))
     manifest: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    uploader: Mapped[str] = mapped_column(String(16), default="unknown", server_default="unknown")
+    """``device``, ``operator``, or ``unknown`` (stored before migration 0009)."""
+    uploaded_by: Mapped[str | None] = mapped_column(String(64), default=None)
+    """The uploading device's id or operator token's name (authenticated, unlike ``built_by``)."""
+    hardware_class: Mapped[str | None] = mapped_column(String(128), default=None)
+    """The uploading device's hardware class (whose trust mode decides whether twins get it)."""
+    approved_by: Mapped[str | None] = mapped_column(String(64), default=None)
+    """The operator who approved this build for twins (``jetfleet engines approve``)."""
+    approved_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class EngineTrust(Base):
+    """Per hardware class (or ``default``): are device builds shared with twins at once
+    (``devices``) or after an operator's approval (``approval``)? See controller/engine_trust.py."""
+
+    __tablename__ = "engine_trust"
+
+    hardware_class: Mapped[str] = mapped_column(String(128), primary_key=True)
+    mode: Mapped[str] = mapped_column(String(16))
+    set_by: Mapped[str | None] = mapped_column(String(64), default=None)
+    set_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class BuildLease(Base):

@@ -2,7 +2,7 @@
 
 A device whose runtime is TensorRT (its config says ``tensorrt``, or ``auto`` and TensorRT is
 installed) builds one engine from the whole graph: an operator its TensorRT ONNX parser does not
-support fails the build, there is no CPU fallback. The static analysis stored at push says, per
+support fails the build, there is no CPU fallback. The static analysis run after the push says, per
 parser version, whether the model delegates fully. Pure: facts, config and analysis in, one
 sentence out.
 """
@@ -33,12 +33,29 @@ def delegation_warning(
     delegate: DelegateConfig,
     analysis: Mapping[str, Any],
     model_ref: str,
+    *,
+    analysis_state: str = "done",
+    analysis_error: str | None = None,
 ) -> str | None:
-    """A warning when ``device_id`` would build a TensorRT engine of a model it cannot fully run."""
+    """A warning when ``device_id`` would build a TensorRT engine of a model it cannot fully run,
+    or may not: while the analysis is pending or after it failed, nobody knows yet."""
     if delegate.runtime == "onnxruntime":
         return None
     trt_version = (facts or {}).get("tensorrt_version")
     family = trt_family(trt_version)
+    if family is not None and analysis_state != "done":
+        if analysis_state == "pending":
+            why, then = (
+                "is still pending",
+                f"retry once `jetfleet models show {model_ref}` gives the verdict",
+            )
+        else:
+            why, then = f"failed ({analysis_error})", "check it with `jetfleet models analyze FILE`"
+        return (
+            f"{device_id}: the static analysis of {model_ref} {why}: cannot tell whether "
+            f"TensorRT {trt_version} can run all of it (runtime '{delegate.runtime}' has no CPU "
+            f"fallback); {then}"
+        )
     if family is None or family not in analysis:
         return None
     verdict = analysis[family]["verdict"]

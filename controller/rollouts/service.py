@@ -72,7 +72,15 @@ class RolloutService:
                 else DelegateConfig()
             )
             ref = f"{spec.model}:{spec.version}"
-            warning = delegation_warning(device.id, device.facts, delegate, record.analysis, ref)
+            warning = delegation_warning(
+                device.id,
+                device.facts,
+                delegate,
+                record.analysis,
+                ref,
+                analysis_state=record.analysis_state,
+                analysis_error=record.analysis_error,
+            )
             if warning:
                 warnings.append(warning)
         return warnings

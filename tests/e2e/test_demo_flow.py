@@ -65,13 +65,7 @@ def test_push_deploy_infer_and_telemetry_reach_the_database(
     client.push_model_bytes(anomaly, "anomaly", "1.0.0")
     for gw in gateways:
         fleet.start_gateway(gw)
-    ids = {gw.device_id for gw in gateways}
-    wait_for(
-        "both gateways to report their labels",
-        lambda: {d["id"] for d in client.devices() if d["labels"].get("fleet") == "demo"} >= ids,
-        60,
-        fleet.processes,
-    )
+    fleet.label_gateways(gateways)
 
     client.deploy({"model": "classifier", "version": "1.0.0", "selector": "fleet=demo"})
     client.deploy({"model": "anomaly", "version": "1.0.0", "device": gateways[1].device_id})

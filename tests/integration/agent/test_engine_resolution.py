@@ -33,6 +33,7 @@ from shared.delegate import DelegateConfig
 from shared.engines import EngineManifest, LeaseOut
 from shared.messages import DeviceFacts
 from tests.integration.controller.conftest import new_token
+from tests.integration.controller.device_reports import report_facts, trust_device_builds
 
 CONFIG = DelegateConfig()
 
@@ -52,11 +53,22 @@ class Device:
         return sum(1 for kind, _ in self.events if kind == "build_started")
 
 
+FACTS = DeviceFacts(
+    hostname="h",
+    os="Debian",
+    arch="x86_64",
+    onnxruntime_version=importlib.metadata.version("onnxruntime"),
+)
+
+
 @pytest.fixture
-def devices(controller: Controller, tmp_path: Path) -> Iterator[Any]:
+def devices(controller: Controller, api: httpx.Client, tmp_path: Path) -> Iterator[Any]:
+    """Gateways of one class that trusts its devices' builds, each with its facts reported."""
     made: list[Device] = []
+    trust_device_builds(api, "cpu-x86_64")
 
     def make(name: str, lease_ttl_s: float = 60.0) -> Device:
+        report_facts(controller, api, name, FACTS)
         token = new_token(controller, name, "device", device_id=name)
         store = StoreClient(controller.http_url, token=token)
         device = Device(name, None, None, store)  # type: ignore[arg-type]
@@ -86,13 +98,7 @@ def model(tmp_path: Path) -> tuple[Path, EngineIdentity]:
     data = classifier(seed=5)
     path = tmp_path / "model.onnx"
     path.write_bytes(data)
-    facts = DeviceFacts(
-        hostname="h",
-        os="Debian",
-        arch="x86_64",
-        onnxruntime_version=importlib.metadata.version("onnxruntime"),
-    )
-    return path, identify("onnxruntime", facts, hashlib.sha256(data).hexdigest(), CONFIG)
+    return path, identify("onnxruntime", FACTS, hashlib.sha256(data).hexdigest(), CONFIG)
 
 
 def resolve(device: Device, model: tuple[Path, EngineIdentity]) -> Resolved:

@@ -12,10 +12,21 @@ from agent.engines.store_client import StoreClient, StoreRejected
 from agent.errors import ArtifactUnavailable
 from controller.sample_models import classifier
 from controller.server import Controller
-from shared.messages import ArtifactRef
+from shared.messages import ArtifactRef, DeviceFacts, GpuFacts, JetsonFacts
 from tests.integration.agent.artifact_server import ArtifactServer
 from tests.integration.controller.conftest import new_token
+from tests.integration.controller.device_reports import report_facts
 from tests.integration.controller.test_engine_store import ENGINE_BYTES, manifest
+
+ORIN = DeviceFacts(
+    hostname="gw-1",
+    os="Ubuntu 22.04",
+    arch="aarch64",
+    tensorrt_version="10.3.0.30",
+    jetson=JetsonFacts(part_number="p3767-0005"),
+    gpu=GpuFacts(compute_capability="8.7"),
+)
+"""The Orin whose TensorRT build ``manifest()`` describes: it may share that engine."""
 
 
 def pushed_model(api: httpx.Client) -> ArtifactRef:
@@ -42,6 +53,7 @@ def test_an_agent_with_a_device_token_pulls_a_model_and_shares_an_engine(
     finally:
         downloader.close()
 
+    report_facts(controller, api, "gw-1", ORIN)
     store = StoreClient(controller.http_url, token=token)
     try:
         m = manifest(ENGINE_BYTES, built_by="gw-1")

@@ -112,6 +112,12 @@ def api_client(controller: Controller, timeout: float = 10) -> httpx.Client:
     )
 
 
+def set_labels(api: httpx.Client, device_id: str, labels: dict[str, str]) -> None:
+    """Label a listed device as the operator does (the labels a device reports are ignored)."""
+    answer = api.put(f"/api/v1/devices/{device_id}/labels", json={"labels": labels})
+    assert answer.status_code == 200, answer.text
+
+
 @pytest.fixture
 def api(controller: Controller) -> Iterator[httpx.Client]:
     """The controller's API as an admin."""

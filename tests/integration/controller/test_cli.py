@@ -151,6 +151,7 @@ def test_deploy_then_see_device_slots_and_telemetry(
     agent = peers(controller.broker_url)
     agent.publish(topics.device("gw-7", Channel.REPORTED), encode(reported("gw-7", {"site": "a"})))
     poll(lambda: "gw-7" in run("devices", "ls").output, what="gw-7 listed")
+    assert run("devices", "label", "gw-7", "site=a").output.strip() == "gw-7: labels site=a"
     run("models", "push", str(model_file), "--name", "classifier", "--version", "2")
 
     deployed = run("deploy", "classifier:2", "--selector", "site=a")

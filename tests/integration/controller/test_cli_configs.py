@@ -203,14 +203,25 @@ def test_engines_ls(run: Callable[..., Result], api: httpx.Client) -> None:
         == 201
     )
     lines = run("engines", "ls").output.splitlines()
-    assert lines[0].split() == ["ENGINE", "BUILT", "BY", "CLASS", "TUNING", "BYTES", "SECONDS"]
+    assert lines[0].split() == [
+        "ENGINE",
+        "BUILT",
+        "BY",
+        "CLASS",
+        "TUNING",
+        "TWINS",
+        "BYTES",
+        "SECONDS",
+    ]
     assert lines[1].split() == [
         m.engine_key[:12],
-        "gw-1",
+        "tests-admin",
+        "(operator)",
         "p3767-0005",
         "(sm",
         "8.7)",
         "15W+clocks",
+        "operator",
         str(len(ENGINE_BYTES)),
         "42.5",
     ]

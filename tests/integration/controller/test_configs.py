@@ -14,7 +14,7 @@ from shared.codec import encode
 from shared.messages import DeviceFacts, JetsonFacts, ReportedState
 from shared.topics import Channel, Topics
 from tests.integration.controller.agent_messages import now
-from tests.integration.controller.conftest import MqttPeer, poll
+from tests.integration.controller.conftest import MqttPeer, poll, set_labels
 from tests.integration.controller.test_deploy import fresh_desired
 
 ORIN = "jetson-orin-nano-8gb/jp6.2"
@@ -68,6 +68,8 @@ def two_devices(controller: Controller, api: httpx.Client, peer: MqttPeer, prefi
         topics.device("gw-2", Channel.REPORTED), encode(x86_reported("gw-2", {"fleet": "x"}))
     )
     poll(lambda: len(api.get("/api/v1/devices").json()) == 2, what="two devices")
+    set_labels(api, "gw-1", {"fleet": "x", "site": "a"})
+    set_labels(api, "gw-2", {"fleet": "x"})
     assert api.put("/api/v1/models/classifier/versions/1", content=classifier()).status_code == 201
 
 

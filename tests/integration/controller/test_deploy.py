@@ -13,7 +13,7 @@ from shared.codec import decode, encode
 from shared.messages import DesiredState
 from shared.topics import Channel, Topics
 from tests.integration.controller.agent_messages import reported
-from tests.integration.controller.conftest import MqttPeer, poll
+from tests.integration.controller.conftest import MqttPeer, poll, set_labels
 
 
 def latest_desired(peer: MqttPeer, topic: str, generation: int) -> DesiredState:
@@ -50,6 +50,8 @@ def test_deploy_publishes_retained_desired_state(
     for dev, site in (("gw-1", "a"), ("gw-2", "a"), ("gw-3", "b")):
         agent.publish(topics.device(dev, Channel.REPORTED), encode(reported(dev, {"site": site})))
     poll(lambda: len(db_api.get("/api/v1/devices").json()) == 3, what="three devices")
+    for dev, site in (("gw-1", "a"), ("gw-2", "a"), ("gw-3", "b")):
+        set_labels(db_api, dev, {"site": site})
     cls = db_api.put("/api/v1/models/classifier/versions/1", content=classifier()).json()
     db_api.put("/api/v1/models/anomaly/versions/1", content=anomaly())
     topic = topics.device("gw-1", Channel.DESIRED)

@@ -39,7 +39,7 @@ def test_reported_and_telemetry_are_stored(
     agent.publish(topics.device("gw-1", Channel.TELEMETRY), encode(telemetry("gw-1", "s-1")))
 
     shown = poll(lambda: (d := device(db_api, "gw-1")) and d["online"] and d, what="gw-1 online")
-    assert shown["labels"] == {"site": "a"}
+    assert shown["labels"] == {}  # devices do not choose their labels: the operator does
     assert shown["observed_generation"] == -1
     assert shown["facts"]["simulated"] is True
     assert shown["serve_url"] == "http://127.0.0.1:9000"

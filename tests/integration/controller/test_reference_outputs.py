@@ -88,5 +88,5 @@ def test_an_operator_npz_replaces_the_computed_references(
     wrong = tmp_path / "wrong.npz"
     np.savez(wrong, **{"input:img": images})
     refused = api.put("/api/v1/models/classifier/versions/2/reference", content=wrong.read_bytes())
-    assert refused.status_code == 400
+    assert refused.status_code == 422
     assert "input:image" in refused.json()["detail"]

@@ -12,7 +12,7 @@ from shared.codec import decode, encode
 from shared.messages import DesiredState
 from shared.topics import Channel, Topics
 from tests.integration.controller.agent_messages import reported
-from tests.integration.controller.conftest import MqttPeer, poll
+from tests.integration.controller.conftest import MqttPeer, poll, set_labels
 
 
 def test_config_batching_reaches_the_desired_slot(
@@ -22,6 +22,7 @@ def test_config_batching_reaches_the_desired_slot(
     peer = peers(controller.broker_url)
     peer.publish(topics.device("gw-b", Channel.REPORTED), encode(reported("gw-b", {"site": "a"})))
     poll(lambda: api.get("/api/v1/devices/gw-b").status_code == 200, what="gw-b enrolled")
+    set_labels(api, "gw-b", {"site": "a"})
     api.put("/api/v1/models/classifier/versions/1", content=classifier())
     layer = {"scope": "selector=site=a", "values": {"max_batch_size": 8, "max_queue_delay_ms": 2}}
     assert api.put("/api/v1/configs/video", json=layer).status_code == 200

@@ -14,7 +14,7 @@ from shared.codec import encode
 from shared.messages import Status
 from shared.topics import Channel, Topics
 from tests.integration.controller.agent_messages import reported
-from tests.integration.controller.conftest import MqttPeer, poll
+from tests.integration.controller.conftest import MqttPeer, poll, set_labels
 from tests.integration.health.samples import event, sample
 
 
@@ -54,6 +54,8 @@ def test_fleet_summary_health_series_and_metrics(
 ) -> None:
     publish_fleet(db_controller, peers, prefix)
     poll(lambda: db_api.get("/api/v1/ingest").json()["accepted"] >= 64, what="64 messages stored")
+    set_labels(db_api, "gw-ok", {"site": "a"})
+    set_labels(db_api, "gw-hot", {"site": "b"})
 
     summary = db_api.get("/api/v1/fleet/summary").json()
     assert summary["counts"] == {"healthy": 1, "degraded": 1, "offline": 0}

@@ -13,7 +13,7 @@ from controller import sample_models
 from controller.server import Controller
 from controller.settings import Settings
 from shared.topics import Topics
-from tests.integration.controller.conftest import poll, start_controller
+from tests.integration.controller.conftest import poll, set_labels, start_controller
 from tests.integration.rollouts.sim_agents import SimAgent
 
 
@@ -67,9 +67,12 @@ def sim_fleet(mosquitto: str, settings_for: Callable[[str], Settings]) -> Iterat
 
 
 def prepare(api: httpx.Client, fleet: Fleet, n: int, fail: set[str]) -> None:
-    """Start ``n`` agents, push detector 1.0.0 and 2.0.0, serve 1.0.0 everywhere."""
+    """Start ``n`` agents, label them as the operator would (their own labels are ignored),
+    push detector 1.0.0 and 2.0.0, serve 1.0.0 everywhere."""
     fleet.start(n, fail)
     poll(lambda: len(api.get("/api/v1/devices").json()) == n, 30, f"{n} devices enrolled")
+    for device_id, agent in fleet.agents.items():
+        set_labels(api, device_id, agent.labels)
     for version, seed in (("1.0.0", 1), ("2.0.0", 2)):
         r = api.put(
             f"/api/v1/models/detector/versions/{version}",

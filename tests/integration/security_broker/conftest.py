@@ -32,8 +32,11 @@ class Secured:
     topics: Topics
     api: httpx.Client
 
-    def enrol(self, device_id: str, **token_body: Any) -> dict[str, Any]:
-        """Create an enrolment token as admin and exchange it, like an agent does."""
+    def enrol(self, device_id: str, *, bound: bool = False, **token_body: Any) -> dict[str, Any]:
+        """Create an enrolment token as admin and exchange it, like an agent does; ``bound``
+        makes the token for this device only (re-enrolling an enrolled device needs that)."""
+        if bound:
+            token_body = {**token_body, "device_id": device_id}
         created = self.api.post("/api/v1/enrol-tokens", json=token_body)
         assert created.status_code == 201, created.text
         answer = self.api.post(

@@ -109,7 +109,7 @@ def test_reenrolment_replaces_the_credential(secured: Secured, peer: PeerFactory
     first = secured.enrol("gw-e")
     old = peer(first["broker_username"], first["broker_password"])
     assert str(old.connect()) == "Success"
-    second = secured.enrol("gw-e")
+    second = secured.enrol("gw-e", bound=True)  # re-enrolment needs a token bound to gw-e
     assert second["broker_password"] != first["broker_password"]
 
     poll(lambda: old.disconnects, what="the old credential's connection to close")

@@ -40,3 +40,36 @@ def test_no_warning_where_the_device_can_build_or_falls_back(
     facts: dict[str, str | None] | None, config: DelegateConfig
 ) -> None:
     assert delegation_warning("gw-1", facts, config, ANALYSIS, "det:2") is None
+
+
+@pytest.mark.parametrize(
+    ("state", "error", "needle"),
+    [
+        ("pending", None, "is still pending: cannot tell whether TensorRT 10.3.0.30 can run"),
+        ("failed", "it did not finish within 120 s", "failed (it did not finish within 120 s)"),
+    ],
+)
+def test_a_tensorrt_device_is_warned_about_while_the_analysis_is_unknown(
+    state: str, error: str | None, needle: str
+) -> None:
+    # Issue 19: the analysis runs after the push; until it is done nobody knows the verdict.
+    warning = delegation_warning(
+        "gw-1",
+        {"tensorrt_version": "10.3.0.30"},
+        DelegateConfig(),
+        {},
+        "det:2",
+        analysis_state=state,
+        analysis_error=error,
+    )
+    assert warning is not None
+    assert warning.startswith("gw-1: the static analysis of det:2 ")
+    assert needle in warning
+
+
+def test_an_unknown_analysis_says_nothing_about_devices_without_tensorrt() -> None:
+    onnxruntime = DelegateConfig(runtime="onnxruntime")
+    for facts, config in [({"tensorrt_version": None}, DelegateConfig()), (None, onnxruntime)]:
+        assert (
+            delegation_warning("gw-1", facts, config, {}, "det:2", analysis_state="pending") is None
+        )

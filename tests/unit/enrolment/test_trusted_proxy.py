@@ -1,0 +1,28 @@
+"""``jetfleet serve --trusted-proxy``: an address or a network, normalised for uvicorn."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.errors import InvalidInput
+from controller.settings import parse_trusted_proxy
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        ("127.0.0.1", "127.0.0.1"),
+        (" 10.0.0.5 ", "10.0.0.5"),
+        ("10.1.2.3/8", "10.0.0.0/8"),
+        ("::1", "::1"),
+        ("fd00::1/64", "fd00::/64"),
+    ],
+)
+def test_addresses_and_networks_are_normalised(given: str, kept: str) -> None:
+    assert parse_trusted_proxy(given) == kept
+
+
+@pytest.mark.parametrize("given", ["*", "proxy.example", "10.0.0.0/33", ""])
+def test_anything_else_is_refused(given: str) -> None:
+    with pytest.raises(InvalidInput, match="--trusted-proxy expects an IP address or network"):
+        parse_trusted_proxy(given)
