@@ -43,7 +43,8 @@ def test_a_real_trace_without_its_warmups_names_conv_first(tmp_path: Path) -> No
     assert times.ops[0].op_type == "Conv"
     conv_nodes = {r.name for r in records if r.op_type == "Conv"}
     assert times.ops[0].calls == RUNS * len(conv_nodes)
-    assert 0 < sum(o.share for o in times.ops) <= 1.0
+    shares = sum(o.share for o in times.ops)  # the top 5 of all ops: at most the whole run
+    assert 0 < shares <= 1.0 + 1e-9, shares  # summing floats may round one ulp past 1.0
     assert len(times.ops) <= 5
     assert [o.total_ms for o in times.ops] == sorted((o.total_ms for o in times.ops), reverse=True)
     assert times.layers[0].op_type == "Conv"
