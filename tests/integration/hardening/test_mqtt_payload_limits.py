@@ -58,6 +58,9 @@ def test_the_controller_drops_oversized_messages_counts_them_and_logs_once_per_d
         big_state = padded(encode(reported("gw-big", {"site": "lab"})), LIMIT + 1)
         for _ in range(3):
             peer.publish(topics.device("gw-big", Channel.REPORTED), big_state)
+        # Telemetry comes in over its own connection (the ingest link), reported state over the
+        # bus: wait for the three reports before sending the sample, so the order is known.
+        poll(lambda: api.get("/api/v1/ingest").json()["rejected"] == 3, "three rejections")
         big_sample = padded(encode(telemetry("gw-other", "s-1")), LIMIT * 10)
         peer.publish(topics.device("gw-other", Channel.TELEMETRY), big_sample)
 
