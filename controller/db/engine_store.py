@@ -134,13 +134,7 @@ class EngineStoreDb(SessionStore):
 
     def manifests_of(self, key: str) -> list[EngineManifest]:
         """Every manifest stored under engine ``key`` (one per tuning tag), oldest first."""
-        with self._tx() as session:
-            rows = session.execute(
-                select(EngineTuning)
-                .where(EngineTuning.engine_key == key)
-                .order_by(EngineTuning.created_at, EngineTuning.tuning)
-            ).scalars()
-            return [EngineManifest.model_validate(r.manifest) for r in rows]
+        return [s.manifest for s in self.stored_of(key)]
 
     def manifest(self, key: str, tuning: str) -> EngineManifest | None:
         """The manifest stored under (``key``, ``tuning``), if any."""
@@ -150,13 +144,7 @@ class EngineStoreDb(SessionStore):
 
     def manifests(self) -> list[EngineManifest]:
         """Every stored manifest, one per (engine key, tuning tag), oldest first."""
-        with self._tx() as session:
-            rows = session.execute(
-                select(EngineTuning).order_by(
-                    EngineTuning.created_at, EngineTuning.engine_key, EngineTuning.tuning
-                )
-            ).scalars()
-            return [EngineManifest.model_validate(r.manifest) for r in rows]
+        return [s.manifest for s in self.stored()]
 
     def put_manifest(
         self, manifest: EngineManifest, tuning: str, provenance: Provenance = UNRECORDED
@@ -179,14 +167,13 @@ class EngineStoreDb(SessionStore):
                             return False
                         if not may_replace(stored.provenance, provenance):
                             raise _conflict(stored, manifest)
-                        if session.get(Artifact, manifest.sha256) is None:
-                            session.add(Artifact(sha256=manifest.sha256, size=manifest.size))
-                        _write(row, manifest, dumped, provenance, utcnow())
-                        _release_lease(session, key, tuning)
-                        return True
                     if session.get(Artifact, manifest.sha256) is None:
                         session.add(Artifact(sha256=manifest.sha256, size=manifest.size))
                     now = utcnow()
+                    if row is not None:
+                        _write(row, manifest, dumped, provenance, now)
+                        _release_lease(session, key, tuning)
+                        return True
                     if session.get(EngineRecord, key) is None:
                         session.add(
                             EngineRecord(
