@@ -11,7 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 
+from controller.cli.main import cli
 from controller.server import Controller
 from controller.settings import Settings
 from shared.topics import Channel, Topics
@@ -131,3 +133,27 @@ def peer(secured: Secured) -> Iterator[Callable[..., Peer]]:
     yield make
     for p in made:
         p.close()
+
+
+def serve_error(tmp_path: Path, *options: str) -> str:
+    """``jetfleet serve`` with ``options`` must stop with exit code 1, one ``Error`` line and no
+    traceback; that line."""
+    result = CliRunner().invoke(
+        cli,
+        [
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--embedded-broker",
+            "127.0.0.1:0",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--auto-migrate",
+            *options,
+        ],
+    )
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.strip().splitlines() if line.startswith("Error")]
+    assert len(lines) == 1, result.output
+    return lines[0]

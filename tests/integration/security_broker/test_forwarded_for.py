@@ -11,11 +11,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from click.testing import CliRunner
 
-from controller.cli.main import cli
 from controller.demo import Process, _spawn, free_port, wait_for
-from tests.integration.security_broker.conftest import Secured
+from tests.integration.security_broker.conftest import Secured, serve_error
 
 ENROL = "/api/v1/enroll"
 FORGED = {"token": "jfe_nope", "device_id": "x"}
@@ -86,23 +84,8 @@ def test_a_trusted_proxys_forwarded_for_is_the_client(behind_proxy: httpx.Client
 
 
 def test_trusted_proxy_takes_an_address_or_a_network(tmp_path: Path) -> None:
-    result = CliRunner().invoke(
-        cli,
-        [
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--embedded-broker",
-            "127.0.0.1:0",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--trusted-proxy",
-            "proxy.example",
-        ],
-    )
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    assert (
+    line = serve_error(tmp_path, "--trusted-proxy", "proxy.example")
+    assert line == (
         "Error: --trusted-proxy expects an IP address or network (e.g. 10.0.0.5 or "
-        "10.0.0.0/24), got 'proxy.example'" in result.output
+        "10.0.0.0/24), got 'proxy.example'"
     )

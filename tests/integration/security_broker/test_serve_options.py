@@ -6,46 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-from click.testing import CliRunner
 
 from controller.broker_admin.base import choose_admin
-from controller.cli.main import cli
 from controller.settings import Settings
 from tests.integration.controller.conftest import start_controller
 from tests.integration.security_broker.acl_broker import REFUSED_LOGIN, Peer
-
-
-def _serve_error(tmp_path: Path, *options: str) -> str:
-    result = CliRunner().invoke(
-        cli,
-        [
-            "serve",
-            "--http",
-            "127.0.0.1:0",
-            "--embedded-broker",
-            "127.0.0.1:0",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--auto-migrate",
-            *options,
-        ],
-    )
-    assert result.exit_code == 1, result.output
-    assert "Traceback" not in result.output
-    lines = [line for line in result.output.strip().splitlines() if line.startswith("Error")]
-    assert len(lines) == 1, result.output
-    return lines[0]
+from tests.integration.security_broker.conftest import serve_error
 
 
 def test_dynsec_needs_mosquitto_and_the_controllers_user(tmp_path: Path) -> None:
-    line = _serve_error(tmp_path, "--broker-admin", "dynsec")
+    line = serve_error(tmp_path, "--broker-admin", "dynsec")
     assert "--broker-admin dynsec needs an external Mosquitto: give --broker" in line
-    line = _serve_error(tmp_path, "--broker-admin", "dynsec", "--broker", "mqtt://127.0.0.1:1")
+    line = serve_error(tmp_path, "--broker-admin", "dynsec", "--broker", "mqtt://127.0.0.1:1")
     assert "needs the controller's broker user: give --broker-user" in line
 
 
 def test_embedded_admin_is_for_the_embedded_broker(tmp_path: Path) -> None:
-    line = _serve_error(tmp_path, "--broker-admin", "embedded", "--broker", "mqtt://127.0.0.1:1")
+    line = serve_error(tmp_path, "--broker-admin", "embedded", "--broker", "mqtt://127.0.0.1:1")
     assert "--broker-admin embedded is for the embedded broker" in line
 
 
