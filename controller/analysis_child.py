@@ -12,20 +12,12 @@ from __future__ import annotations
 import gc
 import json
 import os
-import resource
 import sys
 from pathlib import Path
 
 from controller.analysis.report import analyze_all
+from controller.bounded_child import first_line, limit_cpu
 from controller.errors import ControllerError
-
-
-def limit_cpu(seconds: int) -> None:
-    """SIGXCPU (which ends the process) after ``seconds`` of CPU, SIGKILL one second later."""
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    soft = seconds if hard == resource.RLIM_INFINITY else min(seconds, hard)
-    ceiling = soft + 1 if hard == resource.RLIM_INFINITY else hard
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, ceiling))
 
 
 def main(argv: list[str]) -> int:
@@ -38,7 +30,7 @@ def main(argv: list[str]) -> int:
     try:
         reports = analyze_all(model.read_bytes())
     except (ControllerError, ValueError, OSError) as exc:
-        print(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc), file=sys.stderr)
+        print(first_line(exc), file=sys.stderr)
         return 1
     partial = out.with_name(f".{out.name}.partial")
     partial.write_text(json.dumps(reports), encoding="utf-8")

@@ -3,11 +3,11 @@
 A push stores the version with its analysis ``pending`` and answers at once; this runner takes
 the queued versions one at a time and analyses each in a child process
 (:mod:`controller.analysis_child`), then stores the reports (``done``) or the reason
-(``failed``). Why a child process: the analysis is CPU-bound Python over an untrusted graph
-(issue 19: an 800 KB model once held a push for 533 s of one core). In a child it does not hold
-the server's GIL, shutdown does not wait for it (``stop`` kills it), and a run longer than
-``timeout_s`` is killed and recorded as failed, the reason naming ``--analysis-timeout``. The
-child also limits its own CPU time, so it cannot outlive a controller that was killed -9.
+(``failed``). Why a child process (:mod:`controller.bounded_child`): the analysis is CPU-bound
+Python over an untrusted graph (issue 19: an 800 KB model once held a push for 533 s of one
+core). In a child it does not hold the server's GIL, shutdown does not wait for it (``stop``
+kills it), and a run longer than ``timeout_s`` is killed and recorded as failed, the reason
+naming ``--analysis-timeout``.
 
 One at a time: a burst of pushes queues up rather than taking every core. Versions still pending
 when the controller stopped are queued again when it starts (the bytes are in the store and each
@@ -19,19 +19,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import queue
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import controller
 from controller.artifacts import ArtifactStore
+from controller.bounded_child import Children
 from controller.db.repository import Repository
 from controller.errors import ControllerError
 from controller.records import VersionRecord
@@ -39,8 +35,6 @@ from controller.records import VersionRecord
 logger = logging.getLogger(__name__)
 
 CHILD_MODULE = "controller.analysis_child"
-_CPU_SLACK_S = 5
-"""Seconds of CPU the child may use beyond the wall-clock bound before the kernel stops it."""
 
 
 @dataclass(frozen=True)
@@ -64,8 +58,7 @@ class AnalysisRunner:
         self.timeout_s = timeout_s
         self._queue: queue.Queue[VersionRecord | None] = queue.Queue()
         self._stopping = threading.Event()
-        self._lock = threading.Lock()
-        self._child: subprocess.Popen[bytes] | None = None
+        self._children = Children()
         self._thread: threading.Thread | None = None
 
     def start(self) -> int:
@@ -90,10 +83,7 @@ class AnalysisRunner:
         """Kill the running analysis (its version stays pending) and stop the thread."""
         self._stopping.set()
         self._queue.put(None)
-        with self._lock:
-            child = self._child
-        if child is not None:
-            _kill(child)
+        self._children.stop()
         if self._thread is not None:
             self._thread.join(10)
             self._thread = None
@@ -129,29 +119,8 @@ class AnalysisRunner:
         """Analyse the ONNX file ``model`` in a child process, killed after ``timeout_s``."""
         with tempfile.TemporaryDirectory(prefix="jetfleet-analysis-") as scratch:
             report = Path(scratch) / "analysis.json"
-            errors = Path(scratch) / "stderr"
-            cpu_limit = int(self.timeout_s) + _CPU_SLACK_S
-            argv = [sys.executable, "-m", CHILD_MODULE, str(model), str(report), str(cpu_limit)]
-            try:
-                with errors.open("wb") as stderr:
-                    child = subprocess.Popen(
-                        argv,
-                        stdin=subprocess.DEVNULL,
-                        stdout=subprocess.DEVNULL,
-                        stderr=stderr,
-                        env=_child_env(),
-                        start_new_session=True,
-                    )
-            except OSError as exc:
-                return Outcome(None, f"cannot start the analysis process ({exc})")
-            with self._lock:
-                self._child = child
-            if self._stopping.is_set():
-                _kill(child)
-            try:
-                code = child.wait(timeout=self.timeout_s)
-            except subprocess.TimeoutExpired:
-                _kill(child)
+            ended = self._children.run(CHILD_MODULE, [str(model), str(report)], self.timeout_s)
+            if ended.timed_out:
                 return Outcome(
                     None,
                     f"it did not finish within {self.timeout_s:g} s and was stopped; restart "
@@ -159,43 +128,12 @@ class AnalysisRunner:
                     "analyse the file locally with `jetfleet models analyze FILE`",
                     out_of_time_s=self.timeout_s,
                 )
-            finally:
-                with self._lock:
-                    self._child = None
-            if code == 0:
-                try:
-                    return Outcome(json.loads(report.read_text(encoding="utf-8")))
-                except (OSError, ValueError) as exc:
-                    return Outcome(None, f"the analysis process left no readable report ({exc})")
-            return Outcome(
-                None, _reason(code, errors.read_text(encoding="utf-8", errors="replace"))
-            )
-
-
-def _kill(child: subprocess.Popen[bytes]) -> None:
-    if child.poll() is None:
-        child.kill()
-    child.wait()
-
-
-def _child_env() -> dict[str, str]:
-    """This environment, with the directory this ``controller`` package was imported from first
-    on ``PYTHONPATH``: the child runs the same code as the server."""
-    root = str(Path(controller.__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    return env
-
-
-def _reason(code: int, stderr: str) -> str:
-    last = next((line for line in reversed(stderr.splitlines()) if line.strip()), "")
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"the analysis process was killed by {name}" + (f" ({last})" if last else "")
-    return last or f"the analysis process exited with status {code}"
+            if not ended.ok:
+                return Outcome(None, ended.reason("the analysis process"))
+            try:
+                return Outcome(json.loads(report.read_text(encoding="utf-8")))
+            except (OSError, ValueError) as exc:
+                return Outcome(None, f"the analysis process left no readable report ({exc})")
 
 
 def _ref(record: VersionRecord) -> str:

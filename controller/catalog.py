@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from controller.analysis.report import AnalysisReport
@@ -15,7 +16,12 @@ from controller.desired import artifact_url
 from controller.errors import Conflict, InvalidInput, InvalidReference, NotFound
 from controller.onnx_inspect import inspect_model
 from controller.records import VersionRecord
-from controller.reference_outputs import ReferenceOutputsError, reference_ref, store_reference
+from controller.reference_outputs import (
+    ReferenceOutputsError,
+    keep_reference,
+    reference_ref,
+    store_reference,
+)
 from shared.messages import MODEL_NAME_PATTERN, VERSION_PATTERN, ArtifactRef
 
 logger = logging.getLogger(__name__)
@@ -28,6 +34,8 @@ class Catalog:
 
     ``queue_analysis`` takes a version just stored with its analysis pending and analyses it
     after the push answered (:class:`controller.analysis_runner.AnalysisRunner`).
+    ``compute_reference`` gives the reference NPZ of an ONNX file, bounded in time
+    (:class:`controller.reference_runner.ReferenceRunner`), or raises ReferenceOutputsError.
     """
 
     def __init__(
@@ -37,12 +45,14 @@ class Catalog:
         public_url: str,
         *,
         queue_analysis: Callable[[VersionRecord], None],
+        compute_reference: Callable[[Path], bytes],
         max_model_nodes: int | None = None,
     ) -> None:
         self._repo = repo
         self._store = store
         self._public_url = public_url
         self._queue_analysis = queue_analysis
+        self._compute_reference = compute_reference
         self.max_model_nodes = max_model_nodes
 
     def check_names(self, name: str, version: str) -> None:
@@ -70,7 +80,9 @@ class Catalog:
         bytes → :class:`Conflict`. Invalid ONNX → :class:`InvalidModel`; more nodes than
         ``max_model_nodes`` → :class:`TooManyNodes`. Only a valid, new version leaves anything
         behind. The static analysis is not run here: the version is stored with its analysis
-        pending and queued (``queue_analysis``), so the push answers at once.
+        pending and queued (``queue_analysis``), so the push answers at once. Reference
+        outputs are computed before the version is stored, in a bounded child process; past
+        the bound the version is stored without them.
         """
         committed = False
         try:
@@ -85,11 +97,10 @@ class Catalog:
                     f"(sha256 {existing.sha256[:12]}…, upload {sha[:12]}…): "
                     "push it under a new version"
                 )
-            stored = pending.commit()
-            committed = True
             try:
-                store_reference(self._store, stored.sha256, stored.path.read_bytes())
+                reference: bytes | None = self._compute_reference(pending.path)
             except ReferenceOutputsError as exc:
+                reference = None
                 logger.warning(
                     "%s:%s has no reference outputs (%s); devices will check warm-up outputs "
                     "for NaN/Inf only",
@@ -97,6 +108,10 @@ class Catalog:
                     version,
                     exc,
                 )
+            stored = pending.commit()
+            committed = True
+            if reference is not None:
+                keep_reference(self._store, stored.sha256, reference)
             record = self._repo.add_version(
                 name,
                 version,

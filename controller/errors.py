@@ -74,3 +74,7 @@ class DatabaseError(ControllerError):
 
 class BusError(ControllerError):
     """The MQTT broker is unreachable, or did not acknowledge a publish in time."""
+
+
+class ShuttingDown(ControllerError):
+    """The controller is stopping and dropped work in progress (503: send the request again)."""

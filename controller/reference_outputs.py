@@ -160,6 +160,12 @@ def store_reference(
         npz_bytes = reference_npz(onnx_bytes)
     else:
         check_npz(onnx_bytes, npz_bytes)
+    return keep_reference(store, onnx_sha256, npz_bytes)
+
+
+def keep_reference(store: ArtifactStore, onnx_sha256: str, npz_bytes: bytes) -> StoredArtifact:
+    """Store an NPZ computed by :func:`reference_npz` (here or in a child process) as the
+    reference outputs of model ``onnx_sha256``, unchecked."""
     pending = store.begin()
     try:
         pending.write(npz_bytes)

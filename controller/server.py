@@ -47,6 +47,7 @@ from controller.ingest_pool import (
 )
 from controller.jobs import JobLoop, JobService, pending_jobs
 from controller.mqtt_bus import MqttBus
+from controller.reference_runner import ReferenceRunner
 from controller.rollouts.loop import RolloutLoop
 from controller.rollouts.service import RolloutService
 from controller.services import Services
@@ -65,6 +66,9 @@ class Controller:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._stoppers: list[Callable[[], None]] = []
+        self._on_exit: list[Callable[[], None]] = []
+        """Called as soon as shutdown begins (SIGINT/SIGTERM or ``stop()``), before uvicorn
+        waits for requests in flight: ends work that would hold one (a push's child process)."""
         self._sock: socket.socket | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -115,11 +119,15 @@ class Controller:
         analyses = AnalysisRunner(repo, store, s.analysis_timeout_s)
         analyses.start()
         self._stoppers.append(analyses.stop)
+        references = ReferenceRunner(s.reference_timeout_s)
+        self._stoppers.append(references.stop)
+        self._on_exit.append(references.stop)
         catalog = Catalog(
             repo,
             store,
             public_url,
             queue_analysis=analyses.submit,
+            compute_reference=references.compute,
             max_model_nodes=s.max_model_nodes,
         )
         configs = Configs(ConfigStore(engine), repo, catalog)
@@ -228,7 +236,7 @@ class Controller:
             proxy_headers=bool(s.trusted_proxies),
             forwarded_allow_ips=list(s.trusted_proxies) or None,
         )
-        self._server = uvicorn.Server(config)
+        self._server = _Server(config, self._shutdown_begins)
         logger.info("jetfleet controller: http %s, broker %s", self.http_url, broker_url)
 
     def serve(self) -> None:
@@ -250,8 +258,13 @@ class Controller:
                 raise ControllerError(f"the HTTP server did not start on {self.http_url}")
             time.sleep(0.02)
 
+    def _shutdown_begins(self) -> None:
+        for end in self._on_exit:
+            end()
+
     def stop(self) -> None:
         """Stop HTTP, the bus, the broker and the database engine, newest first."""
+        self._shutdown_begins()
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:
@@ -283,6 +296,18 @@ class Controller:
         thread = threading.Thread(target=republish, name="jetfleet-republish", daemon=True)
         self._republishers.append(thread)
         thread.start()
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the controller when a signal starts the shutdown."""
+
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_exit = on_exit
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self._on_exit()
+        super().handle_exit(sig, frame)
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -23,6 +23,8 @@ DEFAULT_MAX_MODEL_NODES = 100_000
 """5-10x the largest vision exports (ResNet/YOLO/ViT: up to ~10-20k nodes); the analysis of
 100k nodes takes about 10 s of one core (bench/analysis_scaling.py)."""
 DEFAULT_ANALYSIS_TIMEOUT_S = 120.0
+DEFAULT_REFERENCE_TIMEOUT_S = 60.0
+"""Four cases of a large detector on one CPU core take a few seconds; a minute is generous."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,9 @@ class Settings:
     analysis_timeout_s: float = DEFAULT_ANALYSIS_TIMEOUT_S
     """The static analysis of a pushed version runs in a child process after the push answered;
     one running longer is killed and recorded as failed (controller/analysis_runner.py)."""
+    reference_timeout_s: float = DEFAULT_REFERENCE_TIMEOUT_S
+    """Computing a pushed version's reference outputs (during the push, in a child process)
+    longer than this stops; the version is stored without them (controller/reference_runner.py)."""
     ingest_workers: int = 0
     """Telemetry ingest processes fed by an MQTT shared subscription (external Mosquitto only);
     0 keeps ingest in the controller process (controller/ingest_pool.py)."""

@@ -204,3 +204,28 @@ def identity_chain(nodes: int) -> bytes:
     (30,000 of them, ~800 KB, once held a push for 533 s of one core)."""
     chain = [helper.make_node("Identity", [f"t{i}"], [f"t{i + 1}"]) for i in range(nodes)]
     return make_model(chain, [fp32("t0", [1, 4])], [fp32(f"t{nodes}", [1, 4])])
+
+
+def endless_loop() -> bytes:
+    """A Loop whose trip count is the largest int64, adding 1 to a 1x4 FP32 tensor each turn:
+    a few nodes that keep ONNX Runtime busy for as long as it is let (issue 19: running an
+    uploaded model for reference outputs must be bounded)."""
+    one = numpy_helper.from_array(np.ones((1, 4), np.float32), "one")
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Add", ["v_in", "one"], ["v_out"]),
+        ],
+        "turn",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            fp32("v_in", [1, 4]),
+        ],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), fp32("v_out", [1, 4])],
+        [one],
+    )
+    loop = helper.make_node("Loop", ["trips", "keep_going", "x"], ["y"], body=body)
+    trips = numpy_helper.from_array(np.array(np.iinfo(np.int64).max, np.int64), "trips")
+    keep_going = numpy_helper.from_array(np.array(True), "keep_going")
+    return make_model([loop], [fp32("x", [1, 4])], [fp32("y", [1, 4])], [trips, keep_going])

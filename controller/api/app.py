@@ -45,6 +45,7 @@ from controller.errors import (
     InvalidReference,
     NotFound,
     RangeNotSatisfiable,
+    ShuttingDown,
     TooManyNodes,
 )
 from controller.labels import check_labels
@@ -64,6 +65,7 @@ _STATUS: list[tuple[type[ControllerError], int]] = [
     (RangeNotSatisfiable, 416),
     (DatabaseError, 503),
     (BusError, 503),
+    (ShuttingDown, 503),
 ]
 
 

@@ -20,6 +20,7 @@ from controller.settings import (
     DEFAULT_MAX_MODEL_NODES,
     DEFAULT_MAX_MQTT_PAYLOAD_BYTES,
     DEFAULT_MAX_UPLOAD_BYTES,
+    DEFAULT_REFERENCE_TIMEOUT_S,
     Settings,
     default_data_dir,
     default_db_url,
@@ -164,6 +165,16 @@ class Security:
     "stopped and recorded as failed.",
 )
 @click.option(
+    "--reference-timeout",
+    "reference_timeout_s",
+    type=click.FloatRange(min=1.0),
+    default=DEFAULT_REFERENCE_TIMEOUT_S,
+    show_default=True,
+    metavar="SECONDS",
+    help="Running a pushed model for its reference outputs (during the push) that takes longer "
+    "is stopped; the version is stored without them (push your own with --reference).",
+)
+@click.option(
     "--broker-admin",
     type=click.Choice(["auto", "none", "dynsec", "embedded"]),
     default="auto",
@@ -219,6 +230,7 @@ def serve(
     max_mqtt_payload: int,
     max_model_nodes: int,
     analysis_timeout_s: float,
+    reference_timeout_s: float,
     broker_admin: str,
     public_broker_url: str | None,
     ingest_workers: int,
@@ -267,6 +279,7 @@ def serve(
             ingest_workers=ingest_workers,
             max_model_nodes=max_model_nodes,
             analysis_timeout_s=analysis_timeout_s,
+            reference_timeout_s=reference_timeout_s,
             trusted_proxies=tuple(parse_trusted_proxy(p) for p in trusted_proxies),
         )
         run(settings)

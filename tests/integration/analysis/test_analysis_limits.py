@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,12 +29,13 @@ from controller.cli.main import cli
 from controller.db import migrate
 from controller.db.repository import Repository
 from controller.db.session import make_engine
-from controller.demo import Process, _spawn, free_port, wait_for
+from controller.demo import Process, wait_for
 from controller.records import VersionRecord
 from controller.sample_models import classifier
 from controller.server import Controller
 from controller.settings import DEFAULT_MAX_MODEL_NODES, Settings
 from tests.analysis_models import identity_chain
+from tests.integration.analysis.conftest import alive, children_running
 from tests.integration.controller.conftest import admin_token, api_client, poll, start_controller
 
 PROBE = "/api/v1/models/probe/versions/1"
@@ -80,19 +80,6 @@ def settled(api: httpx.Client, path: str, timeout_s: float = 60) -> dict[str, An
         return None if version["analysis_state"] == "pending" else version
 
     return poll(check, timeout_s=timeout_s, what=f"the analysis of {path} to settle")
-
-
-def analysis_children(pid: int) -> list[psutil.Process]:
-    """The analysis child processes of process ``pid``."""
-    children = psutil.Process(pid).children(recursive=True)
-    return [c for c in children if _is_analysis(c)]
-
-
-def _is_analysis(process: psutil.Process) -> bool:
-    try:
-        return CHILD_MODULE in process.cmdline()
-    except psutil.Error:
-        return False
 
 
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
@@ -176,7 +163,7 @@ def test_an_analysis_past_its_bound_is_stopped_and_recorded_as_failed(
     assert "  analysis failed: it did not finish within 1 s and was stopped" in shown(
         controller, "probe:1"
     )
-    assert analysis_children(psutil.Process().pid) == []
+    assert children_running(psutil.Process().pid, CHILD_MODULE) == []
 
     controller.stop()
     with api_client(start(), timeout=30) as api:  # the default bound, 120 s: analysed again
@@ -287,30 +274,6 @@ def test_the_cli_push_waits_for_the_analysis_unless_told_not_to(
     ]
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[Process, str, Path]]:
-    """``jetfleet serve`` as a process (SQLite and the embedded broker in ``tmp_path``): the
-    process, its URL and its data directory; killed by pid after the test if still running."""
-    data_dir = tmp_path / "data"
-    url = f"http://127.0.0.1:{free_port()}"
-    argv = [sys.executable, "-m", "controller", "serve", "--auto-migrate"]
-    argv += ["--http", url.removeprefix("http://"), "--embedded-broker", "127.0.0.1:0"]
-    argv += ["--data-dir", str(data_dir)]
-    server = _spawn("controller", argv, tmp_path / "logs", {})
-    try:
-        wait_for(
-            "the controller's /healthz",
-            lambda: httpx.get(f"{url}/healthz", timeout=2).status_code == 200,
-            60,
-            [server],
-        )
-        yield server, url, data_dir
-    finally:
-        if server.popen.poll() is None:
-            server.popen.kill()
-            server.popen.wait(10)
-
-
 def test_serve_stops_promptly_on_sigterm_in_the_middle_of_an_analysis(
     served: tuple[Process, str, Path],
 ) -> None:
@@ -324,7 +287,10 @@ def test_serve_stops_promptly_on_sigterm_in_the_middle_of_an_analysis(
     assert pushed.status_code == 201, pushed.text
     assert pushed.json()["analysis_state"] == "pending"
     child = wait_for(
-        "the analysis child process", lambda: analysis_children(server.popen.pid), 30, [server]
+        "the analysis child process",
+        lambda: children_running(server.popen.pid, CHILD_MODULE),
+        30,
+        [server],
     )[0]
 
     server.popen.send_signal(signal.SIGTERM)
@@ -334,7 +300,7 @@ def test_serve_stops_promptly_on_sigterm_in_the_middle_of_an_analysis(
     except subprocess.TimeoutExpired:
         pytest.fail(f"jetfleet serve still running 20 s after SIGTERM:\n{server.tail()}")
     assert code == 0, server.tail()
-    assert not _alive(child), "the analysis child outlived the controller"
+    assert not alive(child), "the analysis child outlived the controller"
     engine = make_engine(f"sqlite:///{(data_dir / 'jetfleet.db').resolve()}")
     try:
         record = Repository(engine).find_version("probe", "1")
@@ -342,10 +308,3 @@ def test_serve_stops_promptly_on_sigterm_in_the_middle_of_an_analysis(
         engine.dispose()
     assert record is not None
     assert record.analysis_state == "pending"  # analysed again at the next start
-
-
-def _alive(process: psutil.Process) -> bool:
-    try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
