@@ -3,7 +3,8 @@
 ``resolve`` answers the engine file for one slot and where it came from (``cached``, ``pulled``,
 ``built``). When twins need the same engine at once, only the one granted the store's build
 lease builds; the others poll the store for the manifest with a growing delay and pull it, or,
-once the lease expired (its holder died), ask for the lease again. The builder renews its lease
+once the lease is free again (its holder died, or uploaded a build they may not pull), take it
+and build. The builder renews its lease
 while it builds, so a long build is not mistaken for a dead one. Without a store (no controller
 URL, or the controller unreachable) the device builds on its own and keeps the engine locally.
 
@@ -198,18 +199,31 @@ class EngineResolver:
     def _wait_for(
         self, store: StoreClient, lease: LeaseOut, identity: EngineIdentity
     ) -> Resolved | None:
-        """Poll for the manifest of the lease's tuning until it appears (pull) or the lease
-        expires (None)."""
+        """Poll for the manifest of the lease's tuning until it appears (pull), or until the
+        lease is this device's to take (None: build here).
+
+        The lease is asked for again at every poll, not only once it expired: the builder
+        releases it when it uploads, and a build this device may not pull (its class shares
+        device builds only after an operator approved them) is then answered 404, so waiting
+        for the expiry would idle for up to the lease's lifetime (15 minutes) before building.
+        """
         delay = POLL_MIN_S
         while not self._cancelled():
             manifest = store.get_manifest(lease.engine_key, lease.tuning)
             if manifest is not None and manifest.tuning.label() == lease.tuning:
                 return self._pull(store, manifest, identity)
-            left = (lease.expires_at - self._wall()).total_seconds()
-            if left <= 0:
-                log.info("build lease of %s on %s expired", lease.holder, lease.engine_key[:12])
+            again = store.lease(lease.engine_key, self._device_id, self._lease_ttl_s, lease.tuning)
+            if again.granted:
+                log.info(
+                    "build lease of %s on %s released or expired, and no engine this device may "
+                    "pull was stored: building here",
+                    lease.holder,
+                    lease.engine_key[:12],
+                )
                 return None
-            self._sleep(min(delay, left))
+            lease = again
+            left = (lease.expires_at - self._wall()).total_seconds()
+            self._sleep(min(delay, max(left, POLL_MIN_S)))
             delay = min(delay * 1.5, POLL_MAX_S)
         raise BuildFailed("waiting for another device's build cancelled: the agent is stopping", [])
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import logging
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -34,7 +36,7 @@ from shared.engine_keys import ContentKey, TuningTag, engine_key
 from shared.engine_validity import ort_validity
 from shared.engines import EngineManifest
 from shared.messages import DeviceFacts
-from tests.integration.controller.conftest import admin_token, bearer, new_token
+from tests.integration.controller.conftest import admin_token, bearer, new_token, poll
 from tests.integration.controller.device_reports import report_facts
 from tests.integration.controller.test_engine_store import ENGINE_BYTES, manifest
 
@@ -289,6 +291,43 @@ def test_in_approval_mode_twins_build_their_own_until_an_operator_approves_then_
     assert pulled.manifest.built_by == "gw-a"
     row = _json(cli_as_admin("engines", "ls", "--json"))[0]
     assert (row["status"], row["approved_by"]) == ("approved", "alice")
+
+
+def test_a_twin_waiting_on_the_builders_lease_builds_once_the_build_is_held_for_approval(
+    controller: Controller,
+    gateways: Callable[[str], Gateway],
+    model: tuple[Path, EngineIdentity],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The builder uploads and releases its lease; the store answers the waiting twin 404 for a
+    pending build, so the twin must take the lease then, not idle until the builder's lease
+    (15 minutes here) would have expired."""
+    caplog.set_level(logging.INFO, logger="agent.engines.resolver")
+    builder, twin = gateways("gw-a"), gateways("gw-b")
+    key, tag = model[1].key, model[1].tuning.label()
+    assert builder.store.lease(key, "gw-a", 900, tag).granted
+    resolved: list[Resolved | BaseException] = []
+
+    def twin_resolves() -> None:
+        try:
+            resolved.append(resolve(twin, model))
+        except BaseException as exc:  # reported by the assertions below
+            resolved.append(exc)
+
+    waiting = threading.Thread(target=twin_resolves, daemon=True)
+    waiting.start()
+    poll(
+        lambda: any("waiting to pull it" in r.getMessage() for r in caplog.records),
+        what="the twin to wait on gw-a's lease",
+    )
+    assert resolve(builder, model).source == "built"  # uploaded (pending), lease released
+
+    waiting.join(60)
+    assert not waiting.is_alive(), "the twin still waits on a lease its holder released"
+    assert len(resolved) == 1
+    answer = resolved[0]
+    assert isinstance(answer, Resolved), answer
+    assert (answer.source, answer.key) == ("built", key)
 
 
 def test_trusting_a_class_shares_its_device_builds_with_twins_at_once(
