@@ -9,11 +9,11 @@ from pathlib import Path
 import click
 
 from agent.daemon import run_agent
-from agent.doctor import doctor
-from agent.enrolment import enroll
 from agent.errors import AgentError, SettingsError
-from agent.facts import probe
-from agent.logging_setup import configure_logging
+from agent.hardware.facts import probe
+from agent.link.enrolment import enroll
+from agent.service.doctor import doctor
+from agent.service.logging_setup import configure_logging
 from agent.settings import AgentSettings, load_settings
 
 CONFIG_OPTION = click.option(

@@ -2,15 +2,15 @@
 
 One thread owns every slot record and runs every step, so no step races another. The MQTT
 thread only drops desired documents into an inbox; the HTTP threads only read the registry and
-the readiness flag; a telemetry thread (:mod:`agent.telemetry_loop`) only samples the collectors,
+the readiness flag; a telemetry thread (:mod:`agent.telemetry.loop`) only samples the collectors,
 so a long engine build on the loop thread never stops telemetry. Telemetry and events leave
-through the disk spool (:mod:`agent.outbox`), so a broker outage delays them but loses none;
-systemd hears READY, STATUS and watchdog pings through :mod:`agent.lifecycle`. A slot moves
+through the disk spool (:mod:`agent.link.outbox`), so a broker outage delays them but loses none;
+systemd hears READY, STATUS and watchdog pings through :mod:`agent.service.lifecycle`. A slot moves
 downloading → building (only when its engine is neither cached nor in the fleet store) →
 validating → serving; a failure leaves it ``failed`` with ``last_error`` while the version it had
 (if any) keeps serving. Each slot reports its engine: key, runtime, where it came from, its tuning
 tag and whether that tag matches the device's current power mode; power-mode handling lives in
-:mod:`agent.tuning`.
+:mod:`agent.jobs.power_facts`.
 """
 
 from __future__ import annotations
@@ -28,39 +28,45 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from agent.admission import need_of
-from agent.batching import Batcher
-from agent.collectors.health import default_sampler
-from agent.collectors.inference import HistogramMetrics, InferenceCollector
-from agent.downloader import Downloader, controller_tls, model_path
 from agent.engines.cache import EngineCache
 from agent.engines.identity import IdentityError, identify, tuning_matches, tuning_tag
 from agent.engines.resolver import EngineResolver, Resolved
 from agent.engines.store_client import StoreClient
 from agent.errors import AgentError, ModelLoadError, PermanentError
-from agent.facts import probe
-from agent.headroom import HeadroomProbe, Kind
-from agent.hotswap import Candidate, HotSwapper
-from agent.jobs import JobHost, JobRunner
-from agent.lifecycle import ServiceNotifications, phase_text
-from agent.loaders import loader_for, slot_loader
-from agent.mqtt_link import MqttLink
-from agent.outbox import Outbox
-from agent.prometheus import PromMetrics
-from agent.reconcile import Actual, ActualSlot, Download, Step, Unload, plan
-from agent.runtime import LoadedModel, ModelLoader
-from agent.serving import ServingServer, create_app
-from agent.serving_core import ModelRegistry
+from agent.hardware.facts import probe
+from agent.jobs.power_facts import PowerTuning
+from agent.jobs.runner import JobHost, JobRunner
+from agent.link.downloader import Downloader, controller_tls, model_path
+from agent.link.mqtt_link import MqttLink
+from agent.link.outbox import Outbox
+from agent.runtimes.base import LoadedModel, ModelLoader
+from agent.service.lifecycle import ServiceNotifications, phase_text
+from agent.serving.app import ServingServer, create_app
+from agent.serving.batching import Batcher
+from agent.serving.core import ModelRegistry
+from agent.serving.prometheus import PromMetrics
+from agent.serving.shared_memory import SharedMemoryRegions
 from agent.settings import AgentSettings
-from agent.shared_memory import SharedMemoryRegions
-from agent.slots import SlotRecord, utcnow
-from agent.state_store import DESIRED_FILE, downloaded, ensure_layout, load_desired, save_desired
-from agent.swap_journal import Pointer, SwapJournal
-from agent.telemetry_loop import TelemetryLoop
-from agent.trust_store import TrustStore
-from agent.tuning import PowerTuning
-from agent.validation import Reference, ReferenceError, parse_reference
-from agent.verifier import ArtifactRefused, ArtifactVerifier
+from agent.slots.plan import Actual, ActualSlot, Download, Step, Unload, plan
+from agent.slots.records import SlotRecord, utcnow
+from agent.slots.state_store import (
+    DESIRED_FILE,
+    downloaded,
+    ensure_layout,
+    load_desired,
+    save_desired,
+)
+from agent.swap.admission import need_of
+from agent.swap.headroom import HeadroomProbe, Kind
+from agent.swap.hotswap import Candidate, HotSwapper
+from agent.swap.journal import Pointer, SwapJournal
+from agent.swap.loaders import loader_for, slot_loader
+from agent.swap.validation import Reference, ReferenceError, parse_reference
+from agent.telemetry.collectors.health import default_sampler
+from agent.telemetry.collectors.inference import HistogramMetrics, InferenceCollector
+from agent.telemetry.loop import TelemetryLoop
+from agent.trust.store import TrustStore
+from agent.trust.verifier import ArtifactRefused, ArtifactVerifier
 from shared.messages import (
     DesiredState,
     DeviceFacts,

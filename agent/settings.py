@@ -21,9 +21,9 @@ from pydantic_settings import (
 )
 from pydantic_settings import SettingsError as PydanticSettingsError
 
-from agent.enrolment import identity_path, identity_settings, read_identity
 from agent.errors import SettingsError
-from agent.sim_profiles import PROFILES
+from agent.hardware.sim_profiles import PROFILES
+from agent.link.enrolment import identity_path, identity_settings, read_identity
 from shared.topics import DEFAULT_PREFIX, DEVICE_ID_PATTERN, TopicError, Topics
 from shared.transport import MqttAuth, parse_broker_url
 
@@ -149,7 +149,8 @@ class AgentSettings(BaseSettings):
         default="in_process",
         description="in_process: every engine in the agent's process (least memory); "
         "worker_process: each model in a child process, a swap starts a new one (all memory "
-        "returns to the OS; costs a process per model, ~1 GB with TensorRT). See agent/worker.py.",
+        "returns to the OS; costs a process per model, ~1 GB with TensorRT). "
+        "See agent/swap/worker.py.",
     )
     swap_drain_timeout_s: float = Field(
         default=30.0,
@@ -300,7 +301,7 @@ def load_settings(config: Path | None = None, *, with_identity: bool = True) -> 
 
 def _with_identity(settings: AgentSettings, file_values: dict[str, Any]) -> AgentSettings:
     """``settings`` with the enrolled identity (``<state_dir>/identity.json``) filling what
-    neither the config file nor the environment set (see agent/enrolment.py)."""
+    neither the config file nor the environment set (see agent/link/enrolment.py)."""
     try:
         identity = read_identity(settings.state_dir)
     except ValueError as exc:

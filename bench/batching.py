@@ -1,6 +1,6 @@
 """Dynamic batching: throughput at 8 concurrent clients with batching off and on, same run.
 
-The agent side (serving core, KServe v2 on uvicorn, :class:`agent.batching.Batcher`) runs in
+The agent side (serving core, KServe v2 on uvicorn, :class:`agent.serving.batching.Batcher`) runs in
 this process; the load comes from a second process (``--clients`` threads over HTTP, binary
 tensors, one row each). The model is an MLP whose batch dimension is dynamic (X of shape
 [N, 2048], four 2048x2048 MatMul+Relu layers, 64 MiB of weights): one row is a matrix-vector
@@ -27,11 +27,11 @@ import httpx
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from agent.batching import Batcher
-from agent.metrics import Metrics
-from agent.runtime_ort import load_ort
-from agent.serving import ServingServer, create_app
-from agent.serving_core import ModelRegistry, ServedModel
+from agent.runtimes.ort import load_ort
+from agent.serving.app import ServingServer, create_app
+from agent.serving.batching import Batcher
+from agent.serving.core import ModelRegistry, ServedModel
+from agent.telemetry.metrics import Metrics
 
 WIDTH = 2048
 LAYERS = 4

@@ -4,7 +4,8 @@ Needs an NVIDIA GPU and CUDA Python (``pip install cuda-python``); no TensorRT. 
 brings in an engine whose activation memory alternates between two sizes (and sometimes a
 larger one), as a swap between model versions does:
 
-- **arena**: ``ActivationArena.reserve(size)`` (agent/cuda_arena.py): allocates only when the
+- **arena**: ``ActivationArena.reserve(size)`` (agent/runtimes/cuda_arena.py): allocates only when
+the
   size exceeds every one seen, in big steps;
 - **plain** (baseline): ``cudaMalloc(size)`` for the new engine, then ``cudaFree`` of the old one,
   every swap (what STATIC execution contexts do).
@@ -21,8 +22,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from agent import cuda_arena
-from agent.cuda_arena import ActivationArena, MiB
+from agent.runtimes import cuda_arena
+from agent.runtimes.cuda_arena import ActivationArena, MiB
 
 
 def run_arena(sizes: list[int], swaps: int) -> dict[str, float]:

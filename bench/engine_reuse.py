@@ -26,8 +26,8 @@ from typing import Any
 
 import psutil
 
-from controller import sample_models
-from controller.demo import DemoFleet, GatewaySpec, all_desired_serving, wait_for
+from controller.demo import sample_models
+from controller.demo.fleet import DemoFleet, GatewaySpec, all_desired_serving, wait_for
 
 CLASSES = ("orin-nano-8gb", "orin-nx-16gb", "x86-rtx")
 

@@ -29,17 +29,17 @@ from typing import Any
 import httpx
 import numpy as np
 
-from agent.admission import need_of
-from agent.headroom import HeadroomProbe
-from agent.hotswap import Candidate, HotSwapper
-from agent.metrics import Metrics
-from agent.runtime_ort import load_ort
-from agent.serving import ServingServer, create_app
-from agent.serving_core import ModelRegistry, ServedModel
-from agent.swap_journal import Pointer, SwapJournal
-from agent.validation import parse_reference
-from controller.reference_outputs import reference_npz
-from controller.sample_models import classifier
+from agent.runtimes.ort import load_ort
+from agent.serving.app import ServingServer, create_app
+from agent.serving.core import ModelRegistry, ServedModel
+from agent.swap.admission import need_of
+from agent.swap.headroom import HeadroomProbe
+from agent.swap.hotswap import Candidate, HotSwapper
+from agent.swap.journal import Pointer, SwapJournal
+from agent.swap.validation import parse_reference
+from agent.telemetry.metrics import Metrics
+from controller.analysis.reference_outputs import reference_npz
+from controller.demo.sample_models import classifier
 
 BODY = {
     "inputs": [{"name": "image", "shape": [1, 3, 32, 32], "datatype": "FP32", "data": [0.5] * 3072}]
@@ -198,7 +198,8 @@ def main() -> None:
         f"`python bench/hot_swap.py --swaps {args.swaps} --clients {args.clients}` on "
         f"{platform.node()} ({platform.processor() or platform.machine()}, "
         f"{multiprocessing.cpu_count()} CPUs), ONNX Runtime CPU, model "
-        "`controller.sample_models.classifier` (1x3x32x32), two versions (seeds 1 and 2), each "
+        "`controller.demo.sample_models.classifier` (1x3x32x32), two versions (seeds 1 and 2), "
+        "each "
         "swap validated against reference outputs. Clients: a second process, "
         f"{args.clients} threads over HTTP.\n\n{text}\n"
     )

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import psutil
 
-from controller.ingest import tune_garbage_collector
+from controller.ingest.handlers import tune_garbage_collector
 from controller.server import Controller
 from controller.settings import Settings
 from shared.codec import encode

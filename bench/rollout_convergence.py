@@ -22,9 +22,9 @@ from typing import Any
 
 import httpx
 
-from controller import sample_models
 from controller.db.rollout_store import RolloutStore
 from controller.db.session import make_engine
+from controller.demo import sample_models
 from controller.server import Controller
 from controller.settings import Settings
 from shared.topics import Topics

@@ -11,7 +11,8 @@ closest to the agent's own cost; the other rows add their client's cost. A secon
 one-operator model (GlobalAveragePool over the same 1x3x224x224 input, ~0.1 ms of ONNX Runtime)
 shows the agent's cost for the same 600 KB request without a 10 ms model run in between. The
 "shared memory" rows pass the input through a registered ``/dev/shm`` region (Triton's system
-shared-memory extension, :mod:`agent.shared_memory`): the client copies the frame into the region
+shared-memory extension, :mod:`agent.serving.shared_memory`): the client copies the frame into the
+region
 (timed) and sends a small JSON request; the output comes back as binary data.
 Reported: p50 / p99 per path, what HTTP adds at p50 over its in-process baseline (goal: <= 1 ms
 with binary data) and p50 as a ratio of that baseline. Usage:
@@ -38,11 +39,11 @@ import httpx
 import numpy as np
 from onnx import TensorProto, helper
 
-from agent.metrics import Metrics
-from agent.runtime_ort import load_ort
-from agent.serving import READ_SIZE, ServingServer, create_app
-from agent.serving_core import ModelRegistry, ServedModel
-from agent.shared_memory import SharedMemoryRegions
+from agent.runtimes.ort import load_ort
+from agent.serving.app import READ_SIZE, ServingServer, create_app
+from agent.serving.core import ModelRegistry, ServedModel
+from agent.serving.shared_memory import SharedMemoryRegions
+from agent.telemetry.metrics import Metrics
 from tests.analysis_models import mobilenet_v2_like
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from controller.desired import PlannedSlot
+from controller.fleet.desired import PlannedSlot
 
 AnalysisState = Literal["pending", "done", "failed"]
 """Where a version's static analysis stands: queued or running, stored, or given up on."""

@@ -13,13 +13,13 @@ from types import FrameType
 
 import uvicorn
 
-from controller.analysis_runner import AnalysisRunner
+from controller.analysis.reference_runner import ReferenceRunner
+from controller.analysis.runner import AnalysisRunner
 from controller.api.app import create_app
-from controller.artifacts import ArtifactStore
+from controller.artifacts.engines import EngineStore
+from controller.artifacts.store import ArtifactStore
 from controller.auth.service import AccessControl, bootstrap_admin
 from controller.broker_admin.startup import bind_client_ids, start_broker_side
-from controller.catalog import Catalog
-from controller.configs import Configs
 from controller.db import migrate
 from controller.db.config_store import ConfigStore
 from controller.db.engine_store import EngineStoreDb
@@ -32,28 +32,28 @@ from controller.db.session import make_engine, redact
 from controller.db.signing_store import SigningStore
 from controller.db.telemetry_store import Retention, TelemetryStore
 from controller.db.token_store import TokenStore
-from controller.engines import EngineStore
-from controller.enrolment import EnrolmentService
 from controller.errors import ControllerError, DatabaseError
-from controller.fleet import Fleet
-from controller.inbox import Inbox
-from controller.ingest import Ingest, tune_garbage_collector
-from controller.ingest_batch import IngestBatcher
-from controller.ingest_pool import (
+from controller.fleet.catalog import Catalog
+from controller.fleet.configs import Configs
+from controller.fleet.deployments import Fleet
+from controller.ingest.batch import IngestBatcher
+from controller.ingest.handlers import Ingest, tune_garbage_collector
+from controller.ingest.inbox import Inbox
+from controller.ingest.pool import (
     IngestWorkers,
     main_subscriptions,
     start_ingest_workers,
     telemetry_link,
 )
-from controller.jobs import JobLoop, JobService, pending_jobs
+from controller.jobs.service import JobLoop, JobService, pending_jobs
 from controller.mqtt_bus import MqttBus
-from controller.reference_runner import ReferenceRunner
 from controller.rollouts.loop import RolloutLoop
 from controller.rollouts.service import RolloutService
 from controller.services import Services
 from controller.settings import Settings
-from controller.signing import FleetSigner, SignatureRefresher
-from controller.tls_files import check_broker_tls, check_server_tls
+from controller.trust.enrolment import EnrolmentService
+from controller.trust.signing import FleetSigner, SignatureRefresher
+from controller.trust.tls_files import check_broker_tls, check_server_tls
 from shared.messages import Status
 from shared.topics import Topics
 

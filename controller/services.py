@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.artifacts import ArtifactStore
+from controller.artifacts.engines import EngineStore
+from controller.artifacts.store import ArtifactStore
 from controller.auth.service import AccessControl
-from controller.catalog import Catalog
-from controller.configs import Configs
 from controller.db.repository import Repository
 from controller.db.telemetry_store import TelemetryStore
-from controller.engines import EngineStore
-from controller.enrolment import EnrolmentService
-from controller.fleet import Fleet
-from controller.ingest import Ingest
-from controller.ingest_batch import IngestBatcher
-from controller.jobs import JobService
+from controller.fleet.catalog import Catalog
+from controller.fleet.configs import Configs
+from controller.fleet.deployments import Fleet
+from controller.ingest.batch import IngestBatcher
+from controller.ingest.handlers import Ingest
+from controller.jobs.service import JobService
 from controller.rollouts.service import RolloutService
+from controller.trust.enrolment import EnrolmentService
 
 
 @dataclass(frozen=True)

@@ -69,13 +69,14 @@ class Settings:
     """A pushed model with more nodes (subgraphs included) is refused with 422, unanalysed."""
     analysis_timeout_s: float = DEFAULT_ANALYSIS_TIMEOUT_S
     """The static analysis of a pushed version runs in a child process after the push answered;
-    one running longer is killed and recorded as failed (controller/analysis_runner.py)."""
+    one running longer is killed and recorded as failed (controller/analysis/runner.py)."""
     reference_timeout_s: float = DEFAULT_REFERENCE_TIMEOUT_S
     """Computing a pushed version's reference outputs (during the push, in a child process)
-    longer than this stops; the version is stored without them (controller/reference_runner.py)."""
+    longer than this stops; the version is stored without them
+    (controller/analysis/reference_runner.py)."""
     ingest_workers: int = 0
     """Telemetry ingest processes fed by an MQTT shared subscription (external Mosquitto only);
-    0 keeps ingest in the controller process (controller/ingest_pool.py)."""
+    0 keeps ingest in the controller process (controller/ingest/pool.py)."""
     trusted_proxies: tuple[str, ...] = ()
     """Addresses or networks (``10.0.0.5``, ``10.0.0.0/24``) of reverse proxies whose
     ``X-Forwarded-For`` names the client for rate limits and the audit log; empty: the header

@@ -2,7 +2,7 @@
 
 One derivation, used twice: the agent names the engines it builds and pulls with it
 (``agent/engines/identity.py``), and the controller checks that an engine a device uploads was
-built for that device's own validity (``controller/engine_trust.py``). Two copies would drift,
+built for that device's own validity (``controller/trust/engine_trust.py``). Two copies would drift,
 and a drift would refuse honest uploads.
 
 **ONNX Runtime.** Validity is ``runtime="onnxruntime"``, the ONNX Runtime version, ``linux-<arch>``

@@ -16,7 +16,7 @@ always names exactly one key.
   can publish on a device's ``desired`` topic cannot freeze, undeploy or re-configure it.
 
 Signatures and keys travel as standard base64. This module is pure: cryptography lives in the
-two adapters (``controller.signing`` signs, ``agent.signatures`` verifies).
+two adapters (``controller.trust.signing`` signs, ``agent.trust.signatures`` verifies).
 """
 
 from __future__ import annotations

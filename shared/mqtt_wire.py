@@ -1,7 +1,7 @@
 """MQTT 3.1.1 packets as bytes, for the two places that speak the protocol without paho.
 
-:mod:`agent.broker_probe` (the doctor: one CONNECT, one CONNACK) and
-:mod:`controller.ingest_link` (telemetry ingest: CONNECT, SUBSCRIBE, PUBLISH in, PUBACK out).
+:mod:`agent.link.broker_probe` (the doctor: one CONNECT, one CONNACK) and
+:mod:`controller.ingest.link` (telemetry ingest: CONNECT, SUBSCRIBE, PUBLISH in, PUBACK out).
 Pure functions over bytes, following the MQTT 3.1.1 specification (OASIS, 2014), section 2
 (fixed header, remaining length) and section 3 (each control packet).
 """

@@ -2,7 +2,8 @@
 
 ``mqtt://host[:port]`` is plain TCP (port 1883 by default); ``mqtts://host[:port]`` is TLS (port
 8883 by default), verified against ``ca_file`` or, without one, the system's CA store. A client
-certificate (``cert_file`` + ``key_file``) is optional. Pure: the MQTT adapters (agent.mqtt_link,
+certificate (``cert_file`` + ``key_file``) is optional. Pure: the MQTT adapters
+(agent.link.mqtt_link,
 controller.mqtt_bus) turn this into paho calls.
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from agent.daemon import AgentDaemon
-from agent.facts import probe_facts
+from agent.hardware.facts import probe_facts
 from agent.settings import AgentSettings
 
 

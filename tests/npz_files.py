@@ -55,7 +55,7 @@ def forged_npz(members: Iterable[Member], compression: int = zipfile.ZIP_DEFLATE
 
 
 def classifier_bomb(cases: int = 25_000, classes: int = 10) -> bytes:
-    """A reference NPZ for :func:`controller.sample_models.classifier` right in every name,
+    """A reference NPZ for :func:`controller.demo.sample_models.classifier` right in every name,
     shape and dtype, but of ``cases`` cases: 25,000 expand to 307 MB from about 300 KB."""
     return forged_npz(
         [

@@ -57,7 +57,7 @@ class StoreClient:
         verify: bool | ssl.SSLContext = True,
     ) -> None:
         """``token``: the agent's API token (role device); ``verify``: see
-        :func:`agent.downloader.controller_tls` (True: the system's CA store)."""
+        :func:`agent.link.downloader.controller_tls` (True: the system's CA store)."""
 
         self.base_url = base_url.rstrip("/")
         headers = {"Authorization": f"Bearer {token}"} if token else None

@@ -32,9 +32,9 @@ from controller.api.schemas import (
     TelemetrySampleOut,
     UndeployRequest,
 )
-from controller.artifacts import UploadTooLarge, check_upload_size, iter_range
+from controller.artifacts.byte_range import plan_range
+from controller.artifacts.store import UploadTooLarge, check_upload_size, iter_range
 from controller.auth.install import install_auth
-from controller.byte_range import plan_range
 from controller.errors import (
     BusError,
     Conflict,
@@ -48,7 +48,7 @@ from controller.errors import (
     ShuttingDown,
     TooManyNodes,
 )
-from controller.labels import check_labels
+from controller.fleet.labels import check_labels
 from controller.services import Services
 from shared.engines import ArtifactOut
 from shared.messages import ArtifactRef

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from controller.api.schemas import DesiredSlotOut, DeviceOut, EventOut, TelemetrySampleOut
-from controller.configs import device_hardware_class
+from controller.fleet.configs import device_hardware_class
 from controller.records import DeviceRecord, EventEntry, TelemetryRecord
 from shared.messages import DeviceFacts, ModelStats, SlotStatus
 

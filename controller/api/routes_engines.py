@@ -1,7 +1,7 @@
 """``/api/v1`` routes of the engine store: manifests, build leases, approvals, trust per class.
 
 The routes name the caller (:func:`uploader_of`, :func:`requester_of`) and leave every decision
-to :class:`~controller.engines.EngineStore` and :mod:`controller.engine_trust`.
+to :class:`~controller.artifacts.engines.EngineStore` and :mod:`controller.trust.engine_trust`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from controller.api.schemas_engines import (
 )
 from controller.auth.policy import Role
 from controller.auth.routes import principal_of
-from controller.engine_trust import Uploader
 from controller.services import Services
+from controller.trust.engine_trust import Uploader
 from shared.engines import EngineManifest, LeaseOut, LeaseRequest
 
 

@@ -15,9 +15,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from controller.enrolment import DEFAULT_EXPIRY, MAX_EXPIRY, EnrolmentRefused
-from controller.enrolment_rate import RateLimiter, retry_after_header
 from controller.services import Services
+from controller.trust.enrolment import DEFAULT_EXPIRY, MAX_EXPIRY, EnrolmentRefused
+from controller.trust.enrolment_rate import RateLimiter, retry_after_header
 
 logger = logging.getLogger(__name__)
 

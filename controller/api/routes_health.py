@@ -18,7 +18,7 @@ from controller.dashboard.routes import dashboard_router
 from controller.dashboard.view import FleetView, filter_rows, health_counts
 from controller.db.telemetry_store import METRICS, ROLLUPS
 from controller.errors import DatabaseError
-from controller.health import Thresholds
+from controller.fleet.health import Thresholds
 from controller.services import Services
 
 PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -5,7 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, Query
 
 from controller.errors import ControllerError
-from controller.jobs import DeviceProfileOut, JobOut, JobService, ProfileRequest, TuneRequest
+from controller.jobs.service import (
+    DeviceProfileOut,
+    JobOut,
+    JobService,
+    ProfileRequest,
+    TuneRequest,
+)
 from controller.services import Services
 
 

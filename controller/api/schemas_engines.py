@@ -7,8 +7,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from controller.engine_trust import EngineStatus, TrustEntry, TrustMode, UploaderKind
-from controller.engines import EngineEntry
+from controller.artifacts.engines import EngineEntry
+from controller.trust.engine_trust import EngineStatus, TrustEntry, TrustMode, UploaderKind
 from shared.engines import EngineManifest
 
 

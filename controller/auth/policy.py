@@ -21,7 +21,7 @@ any other method                           operator    no
 =========================================  ==========  ===============================
 
 * and only for the device's own validity key and hardware class, which the engine store checks
-against the device's reported facts (403 otherwise; ``controller/engine_trust.py``).
+against the device's reported facts (403 otherwise; ``controller/trust/engine_trust.py``).
 """
 
 from __future__ import annotations

@@ -17,12 +17,12 @@ from functools import partial
 from controller.broker_admin.base import BrokerAdmin, NoBrokerAdmin
 from controller.broker_admin.dynsec import DynsecAdmin
 from controller.broker_admin.embedded import AccessPolicy, EmbeddedAdmin
+from controller.broker_admin.embedded_broker import EmbeddedBroker
 from controller.broker_admin.passwords import new_password
 from controller.db.identity_store import IdentityStore
-from controller.embedded_broker import EmbeddedBroker
-from controller.enrolment import check_device_login
 from controller.errors import ControllerError, InvalidInput
 from controller.settings import Settings
+from controller.trust.enrolment import check_device_login
 from shared.transport import MqttAuth
 
 logger = logging.getLogger(__name__)

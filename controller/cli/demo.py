@@ -13,10 +13,10 @@ import click
 import httpx
 import numpy as np
 
-from controller import sample_models
 from controller.cli.client import ApiError
 from controller.cli.render import emit_json, ms, table
-from controller.demo import (
+from controller.demo import sample_models
+from controller.demo.fleet import (
     DEMO_GATEWAYS,
     DemoError,
     DemoFleet,

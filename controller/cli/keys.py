@@ -21,7 +21,7 @@ from controller.settings import DATA_DIR_ENV, default_data_dir, default_db_url
 
 if TYPE_CHECKING:
     from controller.db.signing_store import KeyRecord
-    from controller.signing import FleetSigner
+    from controller.trust.signing import FleetSigner
 
 DB_OPTION = click.option(
     "--db", "db_url", metavar="URL", help="SQLAlchemy URL [default: SQLite in the data dir]."
@@ -110,7 +110,7 @@ def _signer(db_url: str | None, data_dir: Path | None) -> Iterator[FleetSigner]:
     from controller.db import migrate
     from controller.db.session import make_engine, redact
     from controller.db.signing_store import SigningStore
-    from controller.signing import FleetSigner
+    from controller.trust.signing import FleetSigner
 
     data = data_dir or default_data_dir()
     url = db_url or default_db_url(data)

@@ -16,7 +16,7 @@ from controller.db.repository import Repository
 from controller.db.schema import utcnow
 from controller.db.telemetry_store import TelemetryStore
 from controller.errors import InvalidInput
-from controller.health import DeviceHealth, HealthState, Thresholds, Vitals, assess
+from controller.fleet.health import DeviceHealth, HealthState, Thresholds, Vitals, assess
 from controller.records import DeviceRecord
 
 

@@ -4,9 +4,10 @@ Manifests and leases are kept per (engine key, tuning tag): an engine built in o
 valid in another, only tuned for other clocks, so twins in each power mode share their own build.
 Each manifest row records its provenance (who uploaded it, the uploading device's hardware class,
 an operator's approval), and ``engine_trust`` the trust mode per class
-(:mod:`controller.engine_trust` decides what they mean).
+(:mod:`controller.trust.engine_trust` decides what they mean).
 
-A lease request runs :func:`controller.leases.decide` inside a transaction that holds the lease
+A lease request runs :func:`controller.artifacts.leases.decide` inside a transaction that holds the
+lease
 row's write lock: ``BEGIN IMMEDIATE`` on SQLite (one writer at a time), ``SELECT ... FOR UPDATE``
 on PostgreSQL. When no row exists yet, two first requests both insert and the primary key lets
 one commit; the other retries and then sees (and is denied by) the winner's lease.
@@ -22,6 +23,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from controller.artifacts.leases import Decision
 from controller.db.lease_rows import decide_locked
 from controller.db.schema import (
     Artifact,
@@ -33,7 +35,8 @@ from controller.db.schema import (
     utcnow,
 )
 from controller.db.session import SessionStore
-from controller.engine_trust import (
+from controller.errors import Conflict, DatabaseError, NotFound
+from controller.trust.engine_trust import (
     UNRECORDED,
     Provenance,
     TrustEntry,
@@ -42,8 +45,6 @@ from controller.engine_trust import (
     check_mode,
     may_replace,
 )
-from controller.errors import Conflict, DatabaseError, NotFound
-from controller.leases import Decision
 from shared.engines import EngineManifest
 
 _RETRIES = 5
@@ -153,7 +154,7 @@ class EngineStoreDb(SessionStore):
         release that build lease; False when the same one was stored.
 
         A different manifest under the same (engine key, tuning) is a :class:`Conflict`, unless
-        :func:`~controller.engine_trust.may_replace` lets this upload replace it.
+        :func:`~controller.trust.engine_trust.may_replace` lets this upload replace it.
         """
         key = manifest.engine_key
         dumped = manifest.model_dump(mode="json")

@@ -25,8 +25,8 @@ from controller.db.schema import (
     utcnow,
 )
 from controller.db.session import SessionStore
-from controller.desired import PlannedSlot, SlotPlan
 from controller.errors import Conflict, DatabaseError, NotFound
+from controller.fleet.desired import PlannedSlot, SlotPlan
 from controller.records import (
     AnalysisState,
     DeviceRecord,

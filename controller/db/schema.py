@@ -247,7 +247,8 @@ class EngineTuning(Base):
 
 class EngineTrust(Base):
     """Per hardware class (or ``default``): are device builds shared with twins at once
-    (``devices``) or after an operator's approval (``approval``)? See controller/engine_trust.py."""
+    (``devices``) or after an operator's approval (``approval``)?
+    See controller/trust/engine_trust.py."""
 
     __tablename__ = "engine_trust"
 

@@ -1,7 +1,7 @@
 """The fleet's public signing keys and the signed manifests of model versions and engines.
 
 One transaction per method; rows leave as plain records. Private keys are never here: they live
-in files under the controller's data directory (``controller.signing``).
+in files under the controller's data directory (``controller.trust.signing``).
 """
 
 from __future__ import annotations

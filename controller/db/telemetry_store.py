@@ -39,7 +39,7 @@ from controller.db.schema import Device, EventRecord, TelemetrySample
 from controller.db.schema_health import TelemetryRollup
 from controller.db.session import describe
 from controller.errors import DatabaseError, InvalidInput
-from controller.health import Vitals
+from controller.fleet.health import Vitals
 from shared.messages import Event, ModelStats, Telemetry
 
 MINUTE = timedelta(minutes=1)

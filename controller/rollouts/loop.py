@@ -21,9 +21,9 @@ from typing import Any
 from controller.db.repository import Repository
 from controller.db.rollout_store import RolloutStore
 from controller.db.schema import utcnow
-from controller.desired import PlannedSlot
 from controller.errors import Conflict, ControllerError, InvalidInput
-from controller.fleet import Fleet
+from controller.fleet.deployments import Fleet
+from controller.fleet.desired import PlannedSlot
 from controller.records import DeviceRecord
 from controller.rollouts import machine
 from controller.rollouts.health import summarize

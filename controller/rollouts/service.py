@@ -13,12 +13,12 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 
-from controller.catalog import Catalog
-from controller.configs import Configs
 from controller.db.repository import Repository
 from controller.db.rollout_store import RolloutStore
 from controller.db.schema import utcnow
 from controller.errors import InvalidInput, NotFound
+from controller.fleet.catalog import Catalog
+from controller.fleet.configs import Configs
 from controller.rollouts import machine
 from controller.rollouts.delegation import delegation_warning
 from controller.rollouts.model import (

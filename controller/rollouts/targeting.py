@@ -1,6 +1,6 @@
 """Which devices a rollout targets (pure): set-based label selectors, hardware class, JetPack.
 
-The deploy selector (:mod:`controller.selectors`) splits on commas, so it cannot read
+The deploy selector (:mod:`controller.fleet.selectors`) splits on commas, so it cannot read
 ``k in (a,b)``; this parser reads ``k=v``, ``k!=v``, ``k in (a,b)`` and ``k notin (a,b)``
 joined by commas outside parentheses (every term must hold), like Kubernetes selectors.
 """
@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.configs import device_hardware_class
 from controller.errors import InvalidInput
+from controller.fleet.configs import device_hardware_class
 from controller.rollouts.model import TargetSpec
 
 _KEY = r"[A-Za-z0-9](?:[A-Za-z0-9._/-]{0,62}[A-Za-z0-9])?"

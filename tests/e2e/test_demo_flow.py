@@ -17,9 +17,9 @@ import onnxruntime as ort
 import pytest
 import sqlalchemy as sa
 
-from controller import sample_models
 from controller.cli.client import ControllerClient
-from controller.demo import (
+from controller.demo import sample_models
+from controller.demo.fleet import (
     DEMO_GATEWAYS,
     DemoFleet,
     all_desired_serving,

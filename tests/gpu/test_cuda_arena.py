@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from agent import cuda_arena
-from agent.cuda_arena import ActivationArena, CudaUnavailable, MiB
+from agent.runtimes import cuda_arena
+from agent.runtimes.cuda_arena import ActivationArena, CudaUnavailable, MiB
 
 pytestmark = pytest.mark.gpu
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agent.collectors.nvml_collector import NvmlCollector
+from agent.telemetry.collectors.nvml_collector import NvmlCollector
 
 pytestmark = pytest.mark.gpu
 

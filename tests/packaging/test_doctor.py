@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from agent.doctor import (
+from agent.hardware.probe import HardwareFacts
+from agent.service.doctor import (
     CheckResult,
     HttpAnswer,
     Observations,
@@ -24,7 +25,6 @@ from agent.doctor import (
     observe,
     run_checks,
 )
-from agent.hardware.probe import HardwareFacts
 from agent.settings import AgentSettings
 from shared.messages import FactSource, GpuFacts, JetsonFacts
 from tests.conftest import free_port

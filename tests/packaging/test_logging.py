@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent.logging_setup import configure_logging as configure_agent
+from agent.service.logging_setup import configure_logging as configure_agent
 from controller.logging_setup import configure_logging as configure_controller
 from shared.logfmt import redact
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.sd_notify import Heartbeat, Notifier, Watchdog, loop_alive, watchdog_interval_s
+from agent.service.sd_notify import Heartbeat, Notifier, Watchdog, loop_alive, watchdog_interval_s
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from agent.engines.build_protocol import BuildRequest
 from agent.engines.build_runner import BUILDERS, BuildFailed, run_build
 from agent.engines.plan_header import plan_trt_version
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from shared.delegate import DelegateConfig
 
 pytestmark = pytest.mark.tensorrt
@@ -38,8 +38,8 @@ def request(tmp_path: Path, data: bytes, **config: object) -> BuildRequest:
 
 
 def test_plan_builds_with_progress_loads_and_matches_onnxruntime(tmp_path: Path) -> None:
-    from agent.runtime_ort import load_ort
-    from agent.runtime_trt import load_trt
+    from agent.runtimes.ort import load_ort
+    from agent.runtimes.trt import load_trt
 
     progress: list[float] = []
     req = request(tmp_path, classifier(seed=4))
@@ -65,7 +65,7 @@ def test_broken_onnx_fails_with_the_parsers_own_errors(tmp_path: Path) -> None:
 
 def test_a_plan_of_another_tensorrt_is_refused_before_deserializing(tmp_path: Path) -> None:
     from agent.errors import ModelLoadError
-    from agent.runtime_trt import load_trt
+    from agent.runtimes.trt import load_trt
 
     fake = tmp_path / "old.engine"
     fake.write_bytes(b"ftrt\x00\x00\x00\x00" + bytes(16) + bytes((8, 6, 1, 6)) + bytes(64))

@@ -21,7 +21,7 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from agent.settings import AgentSettings
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from shared.codec import decode_for, encode
 from shared.messages import (
     ArtifactRef,
@@ -172,7 +172,7 @@ def test_agent_serves_reports_and_keeps_the_old_version_when_an_update_fails(
     try:
         observer.wait_for(Status, lambda s: s.state == "online", "status online")
         malformed = encode(desired(1, "1", v1)).replace(b'"generation":1', b'"generation":"x"')
-        with caplog.at_level(logging.WARNING, logger="agent.mqtt_link"):
+        with caplog.at_level(logging.WARNING, logger="agent.link.mqtt_link"):
             observer.publish_desired(malformed)
             deadline = time.monotonic() + 10
             while "field generation" not in caplog.text and time.monotonic() < deadline:

@@ -10,9 +10,9 @@ import pytest
 
 from agent.engines.build_protocol import BuildRequest
 from agent.engines.build_runner import BUILDERS, BuildFailed, run_build
-from agent.runtime import warm_up
-from agent.runtime_ort import load_ort
-from controller.sample_models import classifier
+from agent.runtimes.base import warm_up
+from agent.runtimes.ort import load_ort
+from controller.demo.sample_models import classifier
 from shared.delegate import DelegateConfig, OrtOptions
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.downloader import Downloader, model_path, part_path
 from agent.errors import ArtifactUnavailable, IntegrityError
-from controller.sample_models import classifier
+from agent.link.downloader import Downloader, model_path, part_path
+from controller.demo.sample_models import classifier
 from shared.messages import ArtifactRef
 from tests.integration.agent.artifact_server import ArtifactServer
 

@@ -25,9 +25,9 @@ from agent.engines.identity import EngineIdentity, identify
 from agent.engines.resolver import EngineResolver, Resolved
 from agent.engines.store_client import StoreClient
 from agent.errors import AgentError
-from agent.runtime import warm_up
-from agent.runtime_ort import load_ort
-from controller.sample_models import classifier
+from agent.runtimes.base import warm_up
+from agent.runtimes.ort import load_ort
+from controller.demo.sample_models import classifier
 from controller.server import Controller
 from shared.delegate import DelegateConfig
 from shared.engines import EngineManifest, LeaseOut

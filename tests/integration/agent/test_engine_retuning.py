@@ -1,6 +1,7 @@
 """Re-tuned engines are shared per power mode: a real controller (uvicorn, SQLite), real ORT builds.
 
-Simulated Orin Nano twins (agent/sim_profiles.py) in power mode 15W find only an engine built
+Simulated Orin Nano twins (agent/hardware/sim_profiles.py) in power mode 15W find only an engine
+built
 under 7W: it is valid, so they serve it, then re-tune. One of them builds under 15W and uploads;
 the other waits for that build and pulls it. The store keeps both tunings of the engine key.
 """
@@ -24,11 +25,11 @@ from agent.engines.cache import EngineCache
 from agent.engines.identity import EngineIdentity, identify
 from agent.engines.resolver import EngineResolver, Resolved
 from agent.engines.store_client import StoreClient
-from agent.runtime import warm_up
-from agent.runtime_ort import load_ort
-from agent.sim_profiles import PROFILES
+from agent.hardware.sim_profiles import PROFILES
+from agent.runtimes.base import warm_up
+from agent.runtimes.ort import load_ort
 from controller.cli.main import cli
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from controller.server import Controller
 from shared.delegate import DelegateConfig
 from shared.engines import EngineManifest, LeaseOut

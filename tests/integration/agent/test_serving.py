@@ -11,11 +11,11 @@ import onnxruntime as ort
 import pytest
 
 from agent.errors import StartupError
-from agent.metrics import Metrics
-from agent.registry import ModelRegistry, ServedModel
-from agent.runtime_ort import load_ort
-from agent.serving import ServingServer, create_app
-from controller.sample_models import anomaly, classifier
+from agent.runtimes.ort import load_ort
+from agent.serving.app import ServingServer, create_app
+from agent.serving.core import ModelRegistry, ServedModel
+from agent.telemetry.metrics import Metrics
+from controller.demo.sample_models import anomaly, classifier
 from tests.conftest import free_port
 
 

@@ -16,13 +16,13 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from agent.metrics import Metrics
-from agent.registry import ModelRegistry, ServedModel
-from agent.runtime_ort import load_ort
-from agent.serving import ServingServer, create_app
+from agent.runtimes.ort import load_ort
+from agent.serving.app import ServingServer, create_app
+from agent.serving.core import ModelRegistry, ServedModel
+from agent.serving.shared_memory import SharedMemoryRegions
 from agent.settings import AgentSettings
-from agent.shared_memory import SharedMemoryRegions
-from controller.sample_models import classifier
+from agent.telemetry.metrics import Metrics
+from controller.demo.sample_models import classifier
 from tests.conftest import free_port
 
 IMAGE_BYTES = 1 * 3 * 32 * 32 * 4

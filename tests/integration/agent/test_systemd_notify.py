@@ -155,9 +155,11 @@ def test_ready_once_after_reporting_watchdog_pings_and_stopping_on_sigterm(
     output = log_path.read_text(errors="replace")
     assert notify.count("READY=1") == 1, notify.messages
     records = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
-    assert {"logger": "agent.lifecycle", "msg": "started: reported its state to the broker"} in [
-        {"logger": r["logger"], "msg": r["msg"]} for r in records
-    ], output[-2000:]
+    started = {
+        "logger": "agent.service.lifecycle",
+        "msg": "started: reported its state to the broker",
+    }
+    assert started in [{"logger": r["logger"], "msg": r["msg"]} for r in records], output[-2000:]
 
 
 def test_without_watchdog_usec_no_pings_are_sent(

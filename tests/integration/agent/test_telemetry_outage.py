@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from agent.daemon import AgentDaemon
-from agent.facts import probe_facts
+from agent.hardware.facts import probe_facts
+from agent.link.spool import SPOOL_FILE
 from agent.settings import AgentSettings
-from agent.spool import SPOOL_FILE
 from tests.conftest import free_port
 from tests.integration.spool.mqtt_peers import MosquittoBroker, Subscriber
 

@@ -11,7 +11,7 @@ import httpx
 import psutil
 import pytest
 
-from controller.demo import Process, _spawn, free_port, wait_for
+from controller.demo.fleet import Process, _spawn, free_port, wait_for
 
 
 @pytest.fixture

@@ -23,15 +23,15 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
-from controller.analysis_runner import CHILD_MODULE
-from controller.artifacts import ArtifactStore
+from controller.analysis.runner import CHILD_MODULE
+from controller.artifacts.store import ArtifactStore
 from controller.cli.main import cli
 from controller.db import migrate
 from controller.db.repository import Repository
 from controller.db.session import make_engine
-from controller.demo import Process, wait_for
+from controller.demo.fleet import Process, wait_for
+from controller.demo.sample_models import classifier
 from controller.records import VersionRecord
-from controller.sample_models import classifier
 from controller.server import Controller
 from controller.settings import DEFAULT_MAX_MODEL_NODES, Settings
 from tests.analysis_models import identity_chain

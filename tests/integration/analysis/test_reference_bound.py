@@ -23,11 +23,11 @@ import httpx
 import psutil
 import pytest
 
+from controller.analysis.reference_runner import CHILD_MODULE
 from controller.db.repository import Repository
 from controller.db.session import make_engine
-from controller.demo import Process, wait_for
-from controller.reference_runner import CHILD_MODULE
-from controller.sample_models import classifier
+from controller.demo.fleet import Process, wait_for
+from controller.demo.sample_models import classifier
 from controller.settings import Settings
 from tests.analysis_models import endless_loop
 from tests.integration.analysis.conftest import alive, children_running
@@ -37,7 +37,7 @@ from tests.integration.controller.conftest import api_client, start_controller
 def test_a_model_that_runs_forever_is_stored_without_references_after_the_bound(
     mosquitto: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="controller.catalog")
+    caplog.set_level(logging.WARNING, logger="controller.fleet.catalog")
     controller = start_controller(
         Settings(
             db_url=f"sqlite:///{tmp_path}/jetfleet.db",
@@ -62,7 +62,7 @@ def test_a_model_that_runs_forever_is_stored_without_references_after_the_bound(
         assert services.catalog.reference(hashlib.sha256(loop).hexdigest()) is None
         assert services.catalog.reference(hashlib.sha256(normal).hexdigest()) is not None
         assert children_running(psutil.Process().pid, CHILD_MODULE) == []
-        warnings = [r.getMessage() for r in caplog.records if r.name == "controller.catalog"]
+        warnings = [r.getMessage() for r in caplog.records if r.name == "controller.fleet.catalog"]
         assert warnings == [
             "loop:1 has no reference outputs (running the model took longer than 2 s "
             "(--reference-timeout)); devices will check warm-up outputs for NaN/Inf only"

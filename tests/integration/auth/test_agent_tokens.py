@@ -7,10 +7,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent.downloader import Downloader
 from agent.engines.store_client import StoreClient, StoreRejected
 from agent.errors import ArtifactUnavailable
-from controller.sample_models import classifier
+from agent.link.downloader import Downloader
+from controller.demo.sample_models import classifier
 from controller.server import Controller
 from shared.messages import ArtifactRef, DeviceFacts, GpuFacts, JetsonFacts
 from tests.integration.agent.artifact_server import ArtifactServer

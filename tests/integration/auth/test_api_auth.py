@@ -11,7 +11,7 @@ import pytest
 
 from controller.auth.policy import Role
 from controller.auth.tokens import mint
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from controller.server import Controller
 from controller.settings import Settings
 from tests.integration.controller.conftest import bearer, new_token, start_controller

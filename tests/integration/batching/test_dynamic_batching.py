@@ -15,11 +15,11 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from agent.batching import Batcher
-from agent.metrics import Metrics
-from agent.runtime_ort import load_ort
-from agent.serving import ServingServer, create_app
-from agent.serving_core import ModelRegistry, ServedModel
+from agent.runtimes.ort import load_ort
+from agent.serving.app import ServingServer, create_app
+from agent.serving.batching import Batcher
+from agent.serving.core import ModelRegistry, ServedModel
+from agent.telemetry.metrics import Metrics
 from tests.conftest import free_port
 
 CLIENTS = 8

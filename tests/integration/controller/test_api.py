@@ -6,7 +6,7 @@ from pathlib import Path
 
 import httpx
 
-from controller.sample_models import anomaly, classifier
+from controller.demo.sample_models import anomaly, classifier
 from shared.canonical import sha256_hex
 
 

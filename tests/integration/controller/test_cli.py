@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from controller.cli.main import cli
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from controller.server import Controller
 from shared.codec import encode
 from shared.topics import Channel, Topics

@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 
 from controller.cli.configs import parse_set, parse_shape
 from controller.cli.main import cli
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from controller.server import Controller
 from shared.codec import encode
 from shared.messages import SlotPhase, SlotStatus

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 from onnx import TensorProto, helper
 
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from controller.server import Controller
 from shared.codec import encode
 from shared.messages import DeviceFacts, JetsonFacts, ReportedState

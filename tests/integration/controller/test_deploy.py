@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from controller.sample_models import anomaly, classifier
+from controller.demo.sample_models import anomaly, classifier
 from controller.server import Controller
 from shared.codec import decode, encode
 from shared.messages import DesiredState

@@ -10,8 +10,8 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from controller.embedded_broker import EmbeddedBroker
-from controller.sample_models import classifier
+from controller.broker_admin.embedded_broker import EmbeddedBroker
+from controller.demo.sample_models import classifier
 from controller.settings import Settings
 from shared.codec import decode, encode
 from shared.messages import DesiredState

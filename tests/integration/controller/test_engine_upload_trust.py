@@ -29,7 +29,7 @@ from agent.engines.identity import EngineIdentity, identify
 from agent.engines.resolver import EngineResolver, Resolved
 from agent.engines.store_client import StoreClient
 from controller.cli.main import cli
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from controller.server import Controller
 from shared.delegate import DelegateConfig
 from shared.engine_keys import ContentKey, TuningTag, engine_key

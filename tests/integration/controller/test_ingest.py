@@ -73,7 +73,7 @@ def test_malformed_payload_is_counted_logged_and_survived(
     prefix: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="controller.ingest")
+    caplog.set_level(logging.WARNING, logger="controller.ingest.handlers")
     topics = Topics(prefix)
     agent = peers(controller.broker_url)
     bad = json.loads(encode(telemetry("gw-3", "s-1")))
@@ -91,7 +91,7 @@ def test_malformed_payload_is_counted_logged_and_survived(
     assert stats["last_rejection"].startswith(
         ("rejected telemetry from gw-3: device_id: ", "rejected events from gw-3: <payload>")
     )
-    lines = [r.getMessage() for r in caplog.records if r.name == "controller.ingest"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "controller.ingest.handlers"]
     assert len(lines) == 3
     telemetry_lines = [line for line in lines if line.startswith("rejected telemetry")]
     assert "rejected telemetry from gw-3: cpu_percent: " in telemetry_lines[0]

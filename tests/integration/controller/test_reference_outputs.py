@@ -13,7 +13,7 @@ import onnxruntime as ort
 from click.testing import CliRunner
 
 from controller.cli.main import cli
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from controller.server import Controller
 from shared.codec import decode, encode
 from shared.messages import DesiredState

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import httpx
 
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from controller.server import Controller
 from shared.codec import decode, encode
 from shared.messages import DesiredState

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from controller.server import Controller
 from tests.integration.hardening.conftest import open_controller
 

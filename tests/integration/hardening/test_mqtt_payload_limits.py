@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent.mqtt_link import MAX_DESIRED_BYTES
+from agent.link.mqtt_link import MAX_DESIRED_BYTES
 from agent.settings import AgentSettings
 from controller.server import Controller
 from shared.codec import encode
@@ -51,7 +51,7 @@ def test_the_controller_drops_oversized_messages_counts_them_and_logs_once_per_d
     topics: Topics,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="controller.ingest")
+    caplog.set_level(logging.WARNING, logger="controller.ingest.handlers")
     peer = MqttPeer(mosquitto).connect()
     api = httpx.Client(base_url=controller.http_url, timeout=10)
     try:
@@ -74,7 +74,7 @@ def test_the_controller_drops_oversized_messages_counts_them_and_logs_once_per_d
             f"over the {LIMIT}-byte limit"
         )
         assert api.get("/api/v1/devices/gw-big").status_code == 404
-        lines = [r.getMessage() for r in caplog.records if r.name == "controller.ingest"]
+        lines = [r.getMessage() for r in caplog.records if r.name == "controller.ingest.handlers"]
         assert [line.split(":")[0] for line in lines] == [
             "rejected reported from gw-big",
             "rejected telemetry from gw-other",
@@ -97,7 +97,7 @@ def test_the_controller_drops_oversized_messages_counts_them_and_logs_once_per_d
 def test_the_agent_ignores_an_oversized_desired_document_and_applies_the_next_one(
     mosquitto: str, topics: Topics, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.ERROR, logger="agent.mqtt_link")
+    caplog.set_level(logging.ERROR, logger="agent.link.mqtt_link")
     device = f"gw-limit-{uuid.uuid4().hex[:6]}"
     watcher = ReportedWatcher(mosquitto, topics, device)
     desired_topic = topics.device(device, Channel.DESIRED)

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from agent.settings import AgentSettings
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from controller.server import Controller
 from shared.codec import encode
 from shared.messages import ArtifactRef, DesiredState, ModelSlot
@@ -145,7 +145,7 @@ HOSTILE_SLOTS: list[dict[str, str]] = [
 def test_the_agent_refuses_hostile_names_in_desired_documents_before_touching_disk(
     mosquitto: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="agent.mqtt_link")
+    caplog.set_level(logging.WARNING, logger="agent.link.mqtt_link")
     topics = Topics(f"names-{uuid.uuid4().hex[:10]}/v1")
     device = f"gw-names-{uuid.uuid4().hex[:6]}"
     state_dir = tmp_path / "agent"

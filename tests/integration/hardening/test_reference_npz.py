@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from controller.cli.main import cli
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from controller.server import Controller
 from tests.integration.hardening.conftest import open_controller
 from tests.npz_files import DETONATIONS, Detonator, classifier_bomb, npz

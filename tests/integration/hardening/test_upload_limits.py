@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from controller.server import Controller
 from tests.integration.hardening.conftest import open_controller
 

@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 from controller.db import migrate
 from controller.db.session import make_engine
 from controller.db.telemetry_store import Retention, TelemetryStore
-from controller.ingest_batch import IngestBatcher
+from controller.ingest.batch import IngestBatcher
 from tests.integration.health.samples import event, sample
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)

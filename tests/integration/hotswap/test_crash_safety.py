@@ -1,7 +1,8 @@
 """kill -9 at every step of a swap: the restarted agent serves the old or the new engine.
 
 The agent runs as a real subprocess (``jetfleet-agent run``) against the real Mosquitto; the
-test hook ``JETFLEET_TEST_PAUSE_AT`` (agent/test_hooks.py) stops it at a named step, the test
+test hook ``JETFLEET_TEST_PAUSE_AT`` (agent/swap/test_hooks.py) stops it at a named step, the
+test
 SIGKILLs it there and starts it again on the same state directory. The restarted agent must
 serve the model as soon as its port answers (from the swap journal, before any reconcile), and
 the version must be the old one for a kill before the journal commit and the new one after
@@ -26,8 +27,8 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from agent.test_hooks import ENV, MARKER
-from controller.sample_models import classifier
+from agent.swap.test_hooks import ENV, MARKER
+from controller.demo.sample_models import classifier
 from shared.codec import encode
 from shared.messages import ArtifactRef, DesiredState, ModelSlot
 from shared.topics import Channel, Topics

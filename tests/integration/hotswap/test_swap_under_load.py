@@ -9,19 +9,19 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent.admission import Headroom, need_of
-from agent.headroom import HeadroomProbe
-from agent.hotswap import Candidate, HotSwapper, ValidationFailed
-from agent.metrics import Metrics
-from agent.prometheus import PromMetrics
-from agent.runtime_ort import load_ort
-from agent.serving import ServingServer, create_app
-from agent.serving_core import ModelRegistry
-from agent.swap_journal import Pointer, SwapJournal
-from agent.validation import parse_reference
-from agent.worker import WorkerModel
-from controller.reference_outputs import reference_npz
-from controller.sample_models import anomaly, classifier
+from agent.runtimes.ort import load_ort
+from agent.serving.app import ServingServer, create_app
+from agent.serving.core import ModelRegistry
+from agent.serving.prometheus import PromMetrics
+from agent.swap.admission import Headroom, need_of
+from agent.swap.headroom import HeadroomProbe
+from agent.swap.hotswap import Candidate, HotSwapper, ValidationFailed
+from agent.swap.journal import Pointer, SwapJournal
+from agent.swap.validation import parse_reference
+from agent.swap.worker import WorkerModel
+from agent.telemetry.metrics import Metrics
+from controller.analysis.reference_outputs import reference_npz
+from controller.demo.sample_models import anomaly, classifier
 from tests.conftest import free_port
 
 BODY = {"inputs": [{"name": "image", "shape": [1, 3, 32, 32], "datatype": "FP32",

@@ -14,7 +14,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.broker_admin.acl import ingest_share_filter
 from controller.errors import BusError
-from controller.ingest_link import IngestLink
+from controller.ingest.link import IngestLink
 from shared.topics import Channel, Topics
 from shared.transport import MqttAuth, parse_broker_url
 from tests.conftest import free_port

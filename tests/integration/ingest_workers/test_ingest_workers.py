@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from controller.errors import ControllerError
-from controller.ingest_pool import IngestWorkers
+from controller.ingest.pool import IngestWorkers
 from controller.server import Controller
 from controller.settings import Settings
 from shared.codec import encode

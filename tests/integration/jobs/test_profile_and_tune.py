@@ -11,7 +11,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from shared.jobs import parse_candidate
 from tests.analysis_models import mobilenet_v2_like
 from tests.integration.controller.conftest import poll

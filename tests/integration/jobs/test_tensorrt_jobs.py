@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.admission import Admission
 from agent.engines.build_protocol import BuildRequest
 from agent.engines.build_runner import BUILDERS, run_build
-from agent.headroom import HeadroomProbe
-from agent.profiling import summarize
-from agent.tuning_bench import BenchHost, bench_candidate
-from controller.sample_models import classifier
+from agent.jobs.profiling import summarize
+from agent.jobs.tuning_bench import BenchHost, bench_candidate
+from agent.swap.admission import Admission
+from agent.swap.headroom import HeadroomProbe
+from controller.demo.sample_models import classifier
 from shared.delegate import DelegateConfig
 from shared.jobs import parse_candidate
 
@@ -31,7 +31,7 @@ except Exception as exc:  # pragma: no cover - depends on the machine
 
 
 def test_iprofiler_times_every_layer_of_the_timed_runs(tmp_path: Path) -> None:
-    from agent.profiling_trt import profile_trt
+    from agent.jobs.profiling_trt import profile_trt
 
     onnx = tmp_path / "model.onnx"
     onnx.write_bytes(classifier())

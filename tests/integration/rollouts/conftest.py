@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from controller import sample_models
+from controller.demo import sample_models
 from controller.server import Controller
 from controller.settings import Settings
 from shared.topics import Topics

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from agent.cli import cli as agent_cli
-from controller import sample_models
 from controller.cli.main import cli
+from controller.demo import sample_models
 from shared.codec import encode
 from shared.topics import Channel
 from tests.integration.controller.agent_messages import reported
@@ -82,7 +82,7 @@ def test_labels_a_device_reports_do_not_make_selectors_match_it(
 def test_enrolment_gives_the_tokens_labels_not_the_ones_the_agent_asks_for(
     secured: Secured, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="controller.enrolment")
+    caplog.set_level(logging.WARNING, logger="controller.trust.enrolment")
     labelled = _token(secured, labels={"site": "line-1"})
     unlabelled = _token(secured)
     asked = {"site": "evil", "tier": "gold"}

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from controller import sample_models
 from controller.cli.main import cli
-from controller.demo import (
+from controller.demo import sample_models
+from controller.demo.fleet import (
     Process,
     _spawn,
     all_desired_serving,

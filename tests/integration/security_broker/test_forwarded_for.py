@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from controller.demo import Process, _spawn, free_port, wait_for
+from controller.demo.fleet import Process, _spawn, free_port, wait_for
 from tests.integration.security_broker.conftest import Secured, serve_error
 
 ENROL = "/api/v1/enroll"

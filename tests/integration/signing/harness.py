@@ -23,10 +23,10 @@ from controller.db.repository import Repository
 from controller.db.schema import utcnow
 from controller.db.session import make_engine
 from controller.db.signing_store import KeyRecord, SigningStore
-from controller.desired import PlannedSlot
+from controller.fleet.desired import PlannedSlot
 from controller.server import Controller
 from controller.settings import Settings
-from controller.signing import FleetSigner
+from controller.trust.signing import FleetSigner
 from shared.codec import decode, encode
 from shared.delegate import DelegateConfig
 from shared.manifests import SignedManifest

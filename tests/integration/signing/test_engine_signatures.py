@@ -19,11 +19,11 @@ from agent.engines.cache import EngineCache
 from agent.engines.identity import EngineIdentity, identify
 from agent.engines.resolver import EngineResolver
 from agent.engines.store_client import StoreClient
-from agent.runtime import warm_up
-from agent.runtime_ort import load_ort
-from agent.trust_store import TrustStore
-from agent.verifier import ArtifactRefused, ArtifactVerifier
-from controller.sample_models import classifier
+from agent.runtimes.base import warm_up
+from agent.runtimes.ort import load_ort
+from agent.trust.store import TrustStore
+from agent.trust.verifier import ArtifactRefused, ArtifactVerifier
+from controller.demo.sample_models import classifier
 from shared.delegate import DelegateConfig
 from shared.engines import EngineManifest
 from shared.manifests import SignedManifest

@@ -14,15 +14,15 @@ from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from agent.signatures import verify
+from agent.trust.signatures import verify
 from controller.cli.main import cli
 from controller.db import migrate
 from controller.db.repository import Repository
 from controller.db.schema import utcnow
 from controller.db.session import make_engine
 from controller.db.signing_store import SigningStore
-from controller.desired import PlannedSlot, plan_deploy
-from controller.signing import FleetSigner, SigningError
+from controller.fleet.desired import PlannedSlot, plan_deploy
+from controller.trust.signing import FleetSigner, SigningError
 from shared.delegate import DelegateConfig
 from shared.manifests import KeyEndorsement
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.trust_store import TrustStore
-from agent.verifier import ArtifactRefused, ArtifactVerifier
+from agent.trust.store import TrustStore
+from agent.trust.verifier import ArtifactRefused, ArtifactVerifier
 from shared.jobs import JobArtifact
 from tests.integration.signing.test_trust_store import enrol
-from tests.unit.signing.keys import NOW, SHA_A, SHA_B, new_key
+from tests.signing_keys import NOW, SHA_A, SHA_B, new_key
 
 FLEET = new_key()
 

@@ -18,10 +18,10 @@ from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from agent.trust_store import TrustStore
+from agent.trust.store import TrustStore
 from controller.cli.main import cli
 from controller.db.schema import utcnow
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from shared.manifests import KeyEndorsement
 from shared.messages import ModelSlot, SlotPhase
 from shared.topics import Topics
@@ -38,7 +38,7 @@ from tests.integration.signing.harness import (
     signer_of,
     start_controller,
 )
-from tests.unit.signing.keys import Key, new_key
+from tests.signing_keys import Key, new_key
 
 DEVICE = "gw-rot"
 

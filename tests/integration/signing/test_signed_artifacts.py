@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from agent.trust_store import TrustStore
+from agent.trust.store import TrustStore
 from controller.db.schema import utcnow
-from controller.desired import artifact_url
-from controller.sample_models import anomaly, classifier
+from controller.demo.sample_models import anomaly, classifier
+from controller.fleet.desired import artifact_url
 from shared.manifests import SignedManifest
 from shared.messages import ArtifactRef, Event, ModelSlot, SlotPhase
 from shared.topics import Topics

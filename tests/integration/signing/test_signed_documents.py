@@ -19,10 +19,10 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from agent.state_store import DESIRED_FILE, load_desired
-from agent.trust_store import TrustStore
+from agent.slots.state_store import DESIRED_FILE, load_desired
+from agent.trust.store import TrustStore
 from controller.cli.main import cli
-from controller.sample_models import classifier
+from controller.demo.sample_models import classifier
 from controller.server import Controller
 from controller.settings import Settings
 from shared.codec import encode
@@ -40,7 +40,7 @@ from tests.integration.signing.harness import (
     push,
     start_controller,
 )
-from tests.unit.signing.keys import Key, new_key
+from tests.signing_keys import Key, new_key
 
 DEVICE = "gw-doc"
 

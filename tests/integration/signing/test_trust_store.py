@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from agent.errors import StartupError
-from agent.trust_store import TrustStore
-from tests.unit.signing.keys import new_key
+from agent.trust.store import TrustStore
+from tests.signing_keys import new_key
 
 
 def enrol(state: Path, key_id: str | None, public_key: str | None) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 
-from agent.spool import SpoolEntry
+from agent.link.spool import SpoolEntry
 
 
 def _listening(port: int) -> bool:

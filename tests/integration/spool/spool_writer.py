@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from agent.spool import Spool
+from agent.link.spool import Spool
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.spool import Forwarder, Spool
+from agent.link.spool import Forwarder, Spool
 from tests.integration.spool.mqtt_peers import MosquittoBroker, Qos1Publisher, Subscriber
 
 SAMPLES = 300

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.spool import Forwarder, Spool, SpoolEntry, SpoolError, ids_over_budget
+from agent.link.spool import Forwarder, Spool, SpoolEntry, SpoolError, ids_over_budget
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent.doctor import CheckResult, observe, run_checks
 from agent.hardware.probe import HardwareFacts
+from agent.service.doctor import CheckResult, observe, run_checks
 from agent.settings import AgentSettings
 from controller.server import Controller
 from shared.topics import Topics

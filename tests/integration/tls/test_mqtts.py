@@ -17,8 +17,8 @@ import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from agent.settings import AgentSettings
+from controller.demo.sample_models import classifier
 from controller.errors import BusError
-from controller.sample_models import classifier
 from controller.server import Controller
 from controller.settings import Settings
 from shared.codec import decode_for
@@ -186,7 +186,7 @@ def test_an_agent_without_the_broker_ca_never_connects_and_says_which_setting_fi
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="agent.mqtt_link")
+    caplog.set_level(logging.WARNING, logger="agent.link.mqtt_link")
     settings = agent_settings(
         "gw-no-ca",
         cert_broker.url,
@@ -212,7 +212,7 @@ def test_a_broker_that_wants_client_certificates_admits_the_agent_that_has_one(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="agent.mqtt_link")
+    caplog.set_level(logging.WARNING, logger="agent.link.mqtt_link")
     without = RunningAgent(
         agent_settings(
             "gw-no-cert", cert_broker.url, topics, tmp_path / "a1", broker_ca_file=tls.ca_cert

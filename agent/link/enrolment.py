@@ -1,0 +1,216 @@
+"""Enrolment on the gateway: exchange a one-time token for this device's identity and keep it.
+
+``jetfleet-agent enroll`` posts the token, the device id, labels and probed facts to the
+controller's ``POST /api/v1/enroll`` and stores the answer in ``<state_dir>/identity.json``
+(mode 0600, replaced atomically): its own broker credential, an API token for the controller,
+and the fleet's public signing key (pinned by ``agent/trust/store.py``). ``load_settings``
+fills the broker credential, API token, device id, labels and URLs from this file unless the
+config file or the environment sets them.
+
+The labels the controller answers with are the enrolment token's: a controller does not let a
+device choose its own labels, so any of the ``labels`` setting it did not grant come back in the
+summary's ``ignored_labels`` (the CLI warns about them) and enrolment still succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from agent.durable_files import fsync_dir
+from agent.errors import AgentError
+
+if TYPE_CHECKING:
+    import httpx
+
+    from agent.settings import AgentSettings
+
+IDENTITY_FILE = "identity.json"
+IDENTITY_KEYS = (
+    "device_id",
+    "controller_url",
+    "broker_url",
+    "topic_prefix",
+    "broker_username",
+    "broker_password",
+    "api_token",
+    "fleet_key",
+    "enrolled_at",
+    "labels",
+)
+SETTINGS_FROM_IDENTITY = (
+    "device_id",
+    "controller_url",
+    "broker_url",
+    "topic_prefix",
+    "broker_username",
+    "broker_password",
+    "api_token",
+    "labels",
+)
+"""Settings an identity fills when neither the config file nor the environment sets them."""
+
+
+_LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+class EnrolmentError(AgentError):
+    """The controller refused the token, or could not be reached; the message says why."""
+
+
+def identity_path(state_dir: Path) -> Path:
+    return state_dir / IDENTITY_FILE
+
+
+def read_identity(state_dir: Path) -> dict[str, Any] | None:
+    """The stored identity, or None before enrolment; ValueError when the file is unusable."""
+    path = identity_path(state_dir)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{path} is not JSON ({exc}): enrol again") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("device_id"), str):
+        raise ValueError(f"{path} holds no device identity: enrol again")
+    return data
+
+
+def identity_settings(identity: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings values an identity provides (None values left out)."""
+    return {
+        key: identity[key]
+        for key in SETTINGS_FROM_IDENTITY
+        if identity.get(key) is not None and identity.get(key) != {}
+    }
+
+
+def write_identity(state_dir: Path, identity: Mapping[str, Any]) -> Path:
+    """Replace ``identity.json`` atomically, created with mode 0600 (it holds secrets)."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = identity_path(state_dir)
+    data = {key: identity.get(key) for key in IDENTITY_KEYS}
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        os.write(fd, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(state_dir)
+    return path
+
+
+def request_identity(
+    controller_url: str,
+    token: str,
+    *,
+    device_id: str | None,
+    labels: Mapping[str, str],
+    facts: Mapping[str, Any] | None,
+    ca_file: Path | None = None,
+    timeout_s: float = 30.0,
+) -> dict[str, Any]:
+    """POST the token to ``<controller>/api/v1/enroll``; the identity, or EnrolmentError."""
+    url = controller_url.rstrip("/") + "/api/v1/enroll"
+    body = {
+        "token": token.strip(),
+        "device_id": device_id,
+        "labels": dict(labels),
+        "facts": dict(facts) if facts is not None else None,
+    }
+    import httpx  # here, not at the top: agent.settings imports this module (idle RSS, issue 6)
+
+    from agent.link.downloader import controller_tls
+
+    try:
+        response = httpx.post(url, json=body, timeout=timeout_s, verify=controller_tls(ca_file))
+    except httpx.HTTPError as exc:
+        raise EnrolmentError(
+            f"cannot reach the controller at {controller_url} ({exc.__class__.__name__}: {exc}): "
+            "check --controller"
+        ) from exc
+    if response.status_code == 429:
+        wait = response.headers.get("retry-after", "a minute")
+        raise EnrolmentError(f"too many enrolment attempts: retry in {wait} s (HTTP 429)")
+    if response.status_code >= 400:
+        raise EnrolmentError(
+            f"enrolment refused: {_detail(response)} (HTTP {response.status_code})"
+        )
+    try:
+        identity = response.json()
+    except ValueError as exc:
+        raise EnrolmentError(f"the controller at {controller_url} sent no JSON identity") from exc
+    if not isinstance(identity, dict) or not isinstance(identity.get("device_id"), str):
+        raise EnrolmentError(f"the controller at {controller_url} sent no device identity")
+    return identity
+
+
+def enroll(
+    settings: AgentSettings, controller_url: str, token: str, device_id: str | None
+) -> dict[str, Any]:
+    """Enrol with ``token`` and store the identity; a summary without secrets."""
+    from agent.hardware.facts import probe_facts  # the hardware probe, only when enrolling
+
+    try:
+        facts = probe_facts(simulated_profile=settings.simulated_profile).model_dump(
+            mode="json", by_alias=True
+        )
+    except AgentError:
+        facts = None
+    identity = request_identity(
+        controller_url,
+        token,
+        device_id=device_id or settings.device_id,
+        labels=settings.labels,
+        facts=facts,
+        ca_file=settings.controller_ca_file,
+    )
+    identity["controller_url"] = controller_url.rstrip("/")
+    if isinstance(identity.get("broker_url"), str):
+        identity["broker_url"] = reachable_broker_url(identity["broker_url"], controller_url)
+    path = write_identity(settings.state_dir, identity)
+    granted = identity.get("labels") or {}
+    return {
+        "device_id": identity["device_id"],
+        "path": str(path),
+        "controller_url": identity["controller_url"],
+        "broker_url": identity.get("broker_url"),
+        "broker_username": identity.get("broker_username"),
+        "has_api_token": bool(identity.get("api_token")),
+        "fleet_key_id": (identity.get("fleet_key") or {}).get("key_id"),
+        "labels": granted,
+        "ignored_labels": {k: v for k, v in settings.labels.items() if granted.get(k) != v},
+        "enrolled_at": identity.get("enrolled_at"),
+    }
+
+
+def reachable_broker_url(broker_url: str, controller_url: str) -> str:
+    """``broker_url`` as this device can reach it: a controller that names a broker on its own
+    loopback (its embedded broker, or a Mosquitto beside it) is reached at the controller's host."""
+    broker = urlsplit(broker_url)
+    controller = urlsplit(controller_url)
+    if broker.hostname not in _LOOPBACK or controller.hostname in _LOOPBACK | {None}:
+        return broker_url
+    host = f"[{controller.hostname}]" if ":" in str(controller.hostname) else controller.hostname
+    port = f":{broker.port}" if broker.port else ""
+    return urlunsplit((broker.scheme, f"{host}{port}", broker.path, "", ""))
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:200] or response.reason_phrase
+    detail = body.get("detail") if isinstance(body, dict) else None
+    return str(detail) if detail else response.reason_phrase

@@ -1,0 +1,61 @@
+"""Reference outputs of a pushed model, computed in a bounded child process during the push.
+
+Running an uploaded model is running the uploader's program: a Loop with a huge trip count, or
+one giant operator, keeps ONNX Runtime busy for as long as its author likes. The push used to do
+that inside the request, unbounded, and ``jetfleet serve`` could not stop meanwhile. Here it runs
+in a child process (:mod:`controller.analysis.bounded_child`) killed after ``--reference-timeout``
+seconds: the version is then stored without references (devices check warm-up outputs only, as
+for any model ONNX Runtime cannot run on random inputs), and the operator can upload their own
+(``jetfleet models push --reference``). When the controller stops, the child is killed and the
+push answers 503 with nothing stored.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from controller.analysis.bounded_child import Children
+from controller.analysis.reference_outputs import ReferenceOutputsError
+from controller.errors import ControllerError, ShuttingDown
+
+CHILD_MODULE = "controller.analysis.reference_child"
+
+
+class ReferenceRunner:
+    """Computes reference NPZs in child processes, each bounded by ``timeout_s``."""
+
+    def __init__(self, timeout_s: float) -> None:
+        if timeout_s <= 0:
+            raise ControllerError(f"the reference timeout must be positive, got {timeout_s}")
+        self.timeout_s = timeout_s
+        self._children = Children()
+
+    def compute(self, model: Path) -> bytes:
+        """The reference NPZ of the ONNX file ``model``.
+
+        :class:`ReferenceOutputsError` when the model cannot be run for references or not
+        within the bound; :class:`ShuttingDown` when the controller stopped meanwhile.
+        """
+        with tempfile.TemporaryDirectory(prefix="jetfleet-reference-") as scratch:
+            out = Path(scratch) / "reference.npz"
+            ended = self._children.run(CHILD_MODULE, [str(model), str(out)], self.timeout_s)
+            if ended.stopped:
+                raise ShuttingDown(
+                    "the controller is stopping: the push was not stored; push again once it is "
+                    "back"
+                )
+            if ended.timed_out:
+                raise ReferenceOutputsError(
+                    f"running the model took longer than {self.timeout_s:g} s (--reference-timeout)"
+                )
+            if not ended.ok:
+                raise ReferenceOutputsError(ended.reason("the reference process"))
+            try:
+                return out.read_bytes()
+            except OSError as exc:
+                raise ReferenceOutputsError(f"the reference process left no NPZ ({exc})") from exc
+
+    def stop(self) -> None:
+        """Kill the running computations; their pushes answer 503."""
+        self._children.stop()

@@ -1,0 +1,312 @@
+"""Deployments: change the slots of target devices, bump their generation, publish desired state."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from controller.api.schemas import (
+    ConfigChange,
+    DeploymentResult,
+    DeployRequest,
+    DeviceChange,
+    UndeployRequest,
+)
+from controller.db.repository import Repository
+from controller.db.schema import utcnow
+from controller.errors import InvalidInput, NotFound
+from controller.fleet.catalog import Catalog
+from controller.fleet.config_layers import Layer
+from controller.fleet.configs import Configs
+from controller.fleet.desired import (
+    PlannedSlot,
+    SlotPlan,
+    desired_document,
+    plan_deploy,
+    plan_redelegate,
+    plan_undeploy,
+)
+from controller.fleet.selectors import parse_selector
+from controller.records import VersionRecord
+from controller.trust.signing import FleetSigner
+from shared.codec import encode
+from shared.delegate import DelegateConfig
+from shared.jobs import Job
+from shared.topics import Channel, Topics
+
+logger = logging.getLogger(__name__)
+
+
+class Publisher(Protocol):
+    """Publishes one MQTT message (the bus)."""
+
+    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = True) -> None:
+        """Publish and wait for the broker's acknowledgement."""
+
+    def publish_all(
+        self, messages: Sequence[tuple[str, bytes]], *, qos: int = 1, retain: bool = True
+    ) -> None:
+        """Publish every message, then wait for all the acknowledgements."""
+
+
+class Fleet:
+    """Deploy and undeploy model versions; keep every device's retained desired document."""
+
+    def __init__(
+        self,
+        repo: Repository,
+        catalog: Catalog,
+        configs: Configs,
+        publisher: Publisher,
+        topics: Topics,
+        public_url: str,
+        clock: Callable[[], datetime] = utcnow,
+        signer: FleetSigner | None = None,
+        pending_jobs: Callable[[Sequence[str]], Mapping[str, Sequence[Job]]] | None = None,
+    ) -> None:
+        self._repo = repo
+        self._pending_jobs = pending_jobs
+        """The unfinished profiling/tuning jobs of devices, carried in their documents."""
+        self._signer = signer
+        self._catalog = catalog
+        self._configs = configs
+        self._publisher = publisher
+        self._topics = topics
+        self._public_url = public_url
+        self._clock = clock
+        self._lock = threading.Lock()
+
+    def deploy(self, request: DeployRequest) -> DeploymentResult:
+        """Put ``model:version`` in a slot of the target devices.
+
+        With a named config, the config is resolved per device and checked against the model;
+        any problem on any device refuses the whole deploy (400 naming the devices).
+        """
+        if request.config is not None and request.delegate is not None:
+            raise InvalidInput("give either a delegate or a named config, not both")
+        record = self._catalog.require_version(request.model, request.version)
+        with self._lock:
+            targets = self._targets(request.device, request.selector)
+            if request.config is None:
+                slot = self._slot(record, request.delegate or DelegateConfig(), None)
+                plans = {d: _deploying(slot) for d in targets}
+            else:
+                plans = self._config_plans(request.config, record, targets)
+            return self._apply(plans)
+
+    def _slot(
+        self, record: VersionRecord, delegate: DelegateConfig, config: str | None
+    ) -> PlannedSlot:
+        return PlannedSlot(
+            name=record.model,
+            version=record.version,
+            sha256=record.sha256,
+            size=record.size,
+            delegate=delegate,
+            model_version_id=record.id,
+            config=config,
+        )
+
+    def _config_plans(self, name: str, record: VersionRecord, targets: list[str]) -> _Plans:
+        layers = self._configs.require_layers(name)
+        plans: _Plans = {}
+        problems: list[str] = []
+        bad: set[str] = set()
+        for device in self._repo.devices(targets):
+            result = Configs.resolve_for(layers, device, record)
+            problems += [f"{device.id}: {p}" for p in result.problems]
+            bad |= {device.id} if result.problems else set()
+            plans[device.id] = _deploying(self._slot(record, result.delegate, name))
+        if problems:
+            raise InvalidInput(
+                f"config '{name}' does not fit {record.model}:{record.version} on "
+                f"{_devices_of(bad)}: " + "; ".join(problems)
+            )
+        return plans
+
+    def undeploy(self, request: UndeployRequest) -> DeploymentResult:
+        """Remove the slot of ``model`` from the target devices."""
+        model = request.model
+        with self._lock:
+            targets = self._targets(request.device, request.selector)
+            return self._apply({d: lambda current: plan_undeploy(current, model) for d in targets})
+
+    def put_config(self, name: str, scope: str, values: dict[str, Any]) -> ConfigChange:
+        """Store a config layer; re-resolve and republish every slot that uses the config."""
+        self._configs.check_name(name)
+        scope, values = Configs.parse_layer(scope, values)
+        with self._lock:
+            layers = Configs.with_layer(self._configs.layers(name), scope, values)
+            plans = self._reresolve(name, layers)
+            self._configs.put(name, scope, values)
+            result = self._apply(plans)
+        return ConfigChange(config=self._configs.show_or_none(name), devices=result.devices)
+
+    def delete_config(self, name: str, scope: str | None) -> ConfigChange:
+        """Delete a layer (or the config); re-resolve and republish the slots that use it."""
+        self._configs.check_name(name)
+        with self._lock:
+            current = self._configs.layers(name)
+            plans = self._reresolve(name, Configs.without_layer(current, scope))
+            self._configs.delete(name, scope)
+            result = self._apply(plans)
+        return ConfigChange(config=self._configs.show_or_none(name), devices=result.devices)
+
+    def _reresolve(self, name: str, layers: list[Layer]) -> _Plans:
+        devices = self._repo.devices(self._configs.devices_using(name))
+        ids = {s.model_version_id for d in devices for s in d.slots if s.config == name}
+        versions = self._repo.versions_by_id(sorted(ids))
+        plans: _Plans = {}
+        problems: list[str] = []
+        bad: set[str] = set()
+        for device in devices:
+            delegates: dict[str, DelegateConfig] = {}
+            for slot in device.slots:
+                if slot.config != name:
+                    continue
+                result = Configs.resolve_for(layers, device, versions[slot.model_version_id])
+                problems += [f"{device.id} ({slot.name}): {p}" for p in result.problems]
+                bad |= {device.id} if result.problems else set()
+                delegates[slot.name] = result.delegate
+            plans[device.id] = _redelegating(name, delegates)
+        if problems:
+            raise InvalidInput(
+                f"config '{name}' would not fit the slots using it on "
+                f"{_devices_of(bad)}: " + "; ".join(problems)
+            )
+        return plans
+
+    def deploy_to(
+        self, device_ids: Sequence[str], model: str, version: str, config: str | None
+    ) -> DeploymentResult:
+        """Put ``model:version`` (with ``config`` resolved per device) on these devices.
+
+        What a rollout wave does; like :meth:`deploy` with a device list. Devices already
+        serving exactly that keep their generation, so publishing again is idempotent.
+        """
+        record = self._catalog.require_version(model, version)
+        with self._lock:
+            if config is None:
+                slot = self._slot(record, DelegateConfig(), None)
+                plans = {d: _deploying(slot) for d in device_ids}
+            else:
+                plans = self._config_plans(config, record, list(device_ids))
+            return self._apply(plans)
+
+    def restore(self, model: str, previous: Mapping[str, PlannedSlot | None]) -> DeploymentResult:
+        """Give each device its previous slot of ``model`` back (None: it had none).
+
+        A rollout's rollback: the stored slot carries the exact version and resolved delegate,
+        so the device finds the engine it kept and needs no download and no build.
+        """
+        plans: _Plans = {}
+        for device_id, slot in previous.items():
+            if slot is None:
+                plans[device_id] = _removing(model)
+            else:
+                plans[device_id] = _deploying(slot)
+        with self._lock:
+            return self._apply(plans)
+
+    def republish_all(self) -> int:
+        """Publish every device's current desired document again (same generation)."""
+        with self._lock:
+            devices = self._repo.devices()
+            self._publish_all([(d.id, d.desired_generation, d.slots) for d in devices])
+            return len(devices)
+
+    def touch(self, device_id: str) -> DeploymentResult:
+        """Publish the device's document under a new generation (its jobs changed)."""
+        with self._lock:
+            return self._apply({device_id: _touching})
+
+    def _apply(self, plans: _Plans) -> DeploymentResult:
+        """Run the plans (caller holds the lock); publish to the devices that changed."""
+        changes = self._repo.change_each(plans)
+        self._publish_all([(c.device_id, c.generation, c.slots) for c in changes if c.changed])
+        return DeploymentResult(
+            devices=[
+                DeviceChange(device_id=c.device_id, generation=c.generation, changed=c.changed)
+                for c in changes
+            ]
+        )
+
+    def _targets(self, device: str | None, selector: str | None) -> list[str]:
+        if (device is None) == (selector is None):
+            raise InvalidInput("give exactly one of device or selector")
+        if device is not None:
+            self._repo.device(device)
+            return [device]
+        assert selector is not None
+        parsed = parse_selector(selector)
+        matched = sorted(
+            d for d, labels in self._repo.device_labels().items() if parsed.matches(labels)
+        )
+        if not matched:
+            raise NotFound(f"no device matches selector '{selector}'")
+        return matched
+
+    def _publish_all(self, docs: Sequence[tuple[str, int, tuple[PlannedSlot, ...]]]) -> None:
+        """Publish each (device, generation, slots) as its retained desired document."""
+        if not docs:
+            return
+        refs = {
+            s.sha256: r
+            for _, _, slots in docs
+            for s in slots
+            if (r := self._catalog.reference(s.sha256))
+        }
+        now = self._clock()
+        signed = self._signer.documents(docs) if self._signer is not None else {}
+        jobs = self._pending_jobs([d for d, _, _ in docs]) if self._pending_jobs else {}
+        documents = [
+            desired_document(
+                device_id,
+                gen,
+                slots,
+                self._public_url,
+                now,
+                refs,
+                signed.get(device_id),
+                jobs=jobs.get(device_id, ()),
+            )
+            for device_id, gen, slots in docs
+        ]
+        if self._signer is not None:
+            documents = self._signer.sign_documents(documents)
+        messages = [
+            (self._topics.device(d.device_id, Channel.DESIRED), encode(d)) for d in documents
+        ]
+        self._publisher.publish_all(messages, qos=1, retain=True)
+        for device_id, gen, slots in docs:
+            logger.info(
+                "published desired generation %d to %s (%d slots)", gen, device_id, len(slots)
+            )
+
+
+_Plan = Callable[[tuple[PlannedSlot, ...]], SlotPlan]
+_Plans = dict[str, _Plan]
+
+
+def _deploying(slot: PlannedSlot) -> _Plan:
+    return lambda current: plan_deploy(current, slot)
+
+
+def _touching(current: tuple[PlannedSlot, ...]) -> SlotPlan:
+    return SlotPlan(current, changed=True)
+
+
+def _removing(model: str) -> _Plan:
+    return lambda current: plan_undeploy(current, model)
+
+
+def _redelegating(config: str, delegates: dict[str, DelegateConfig]) -> _Plan:
+    return lambda current: plan_redelegate(current, config, delegates)
+
+
+def _devices_of(ids: set[str]) -> str:
+    names = sorted(ids)
+    return ("device " if len(names) == 1 else "devices ") + ", ".join(names)

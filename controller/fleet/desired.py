@@ -1,0 +1,157 @@
+"""Desired-slot planning (pure): what a device must serve after a deploy or an undeploy.
+
+Deploying model B to a device that serves A adds a slot; deploying a new version (or a new
+delegate config) of A replaces A's slot in place; deploying exactly what is there changes nothing,
+so the device's generation is not bumped and no agent does needless work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from shared.delegate import DelegateConfig
+from shared.jobs import Job
+from shared.manifests import KeyEndorsement, RollbackAuthorization, SignedManifest
+from shared.messages import ArtifactRef, DesiredState, ModelSlot, ServingSettings
+
+
+@dataclass(frozen=True)
+class PlannedSlot:
+    """One slot of a device's desired state, as the controller stores it."""
+
+    name: str
+    version: str
+    sha256: str
+    size: int
+    delegate: DelegateConfig
+    model_version_id: int = 0
+    config: str | None = None
+    """The named delegate config ``delegate`` was resolved from (None = fleet-wide default)."""
+
+    def same_as(self, other: PlannedSlot) -> bool:
+        """True when serving ``other`` instead of this needs no work on the device."""
+        return (self.name, self.version, self.sha256, self.delegate) == (
+            other.name,
+            other.version,
+            other.sha256,
+            other.delegate,
+        )
+
+
+@dataclass(frozen=True)
+class SlotPlan:
+    """The slots after a change, and whether they differ from before."""
+
+    slots: tuple[PlannedSlot, ...]
+    changed: bool
+    rewrite: bool = False
+    """Store ``slots`` although the device sees no change (e.g. only the config name moved)."""
+
+
+def plan_deploy(current: Sequence[PlannedSlot], slot: PlannedSlot) -> SlotPlan:
+    """Slots after deploying ``slot``: added, replacing the same model's slot, or unchanged."""
+    slots = list(current)
+    for index, existing in enumerate(slots):
+        if existing.name == slot.name:
+            if existing.same_as(slot):
+                if existing.config == slot.config:
+                    return SlotPlan(tuple(slots), changed=False)
+                slots[index] = slot
+                return SlotPlan(tuple(slots), changed=False, rewrite=True)
+            slots[index] = slot
+            return SlotPlan(tuple(slots), changed=True)
+    return SlotPlan((*slots, slot), changed=True)
+
+
+def plan_undeploy(current: Sequence[PlannedSlot], model: str) -> SlotPlan:
+    """Slots after removing the slot of ``model`` (unchanged when there is none)."""
+    kept = tuple(s for s in current if s.name != model)
+    return SlotPlan(kept, changed=len(kept) != len(current))
+
+
+def plan_redelegate(
+    current: Sequence[PlannedSlot], config: str, delegates: Mapping[str, DelegateConfig]
+) -> SlotPlan:
+    """Slots after config ``config`` changed: its slots get their newly resolved delegate.
+
+    ``delegates`` maps a slot name to its new delegate; only slots still naming ``config``
+    change, and the plan is unchanged (no generation bump) when every delegate stayed the same.
+    """
+    slots = []
+    changed = False
+    for slot in current:
+        new = delegates.get(slot.name)
+        if slot.config == config and new is not None and new != slot.delegate:
+            slot = replace(slot, delegate=new)
+            changed = True
+        slots.append(slot)
+    return SlotPlan(tuple(slots), changed=changed)
+
+
+@dataclass(frozen=True)
+class DocumentSignatures:
+    """What one device's desired document carries to be verified (``controller.trust.signing``)."""
+
+    manifests: Mapping[int, SignedManifest]
+    """Signed manifest per model version id."""
+    rollbacks: Mapping[str, RollbackAuthorization]
+    """Rollback authorisation per slot (model) name, for versions older than the newest."""
+    fleet_keys: tuple[KeyEndorsement, ...] = ()
+
+
+def artifact_url(public_url: str, sha256: str) -> str:
+    """Where agents download the artifact ``sha256``."""
+    return f"{public_url.rstrip('/')}/api/v1/artifacts/{sha256}"
+
+
+def desired_document(
+    device_id: str,
+    generation: int,
+    slots: Sequence[PlannedSlot],
+    public_url: str,
+    issued_at: datetime,
+    references: Mapping[str, ArtifactRef] | None = None,
+    signatures: DocumentSignatures | None = None,
+    jobs: Sequence[Job] = (),
+) -> DesiredState:
+    """The full DesiredState a device receives for ``slots`` at ``generation``.
+
+    ``references`` maps a model's sha256 to its reference-outputs artifact, which the agent
+    validates a new engine against before it switches to it; ``signatures`` the signed
+    manifests, rollback authorisations and key rotations the device verifies (None: unsigned).
+    """
+    sig = signatures or DocumentSignatures(manifests={}, rollbacks={})
+    return DesiredState(
+        device_id=device_id,
+        generation=generation,
+        issued_at=issued_at,
+        slots=tuple(
+            ModelSlot(
+                name=s.name,
+                version=s.version,
+                artifact=ArtifactRef(
+                    url=artifact_url(public_url, s.sha256),
+                    sha256=s.sha256,
+                    size=s.size,
+                    signed=sig.manifests.get(s.model_version_id),
+                ),
+                delegate=s.delegate,
+                serving=ServingSettings(
+                    max_batch_size=s.delegate.max_batch_size,
+                    max_queue_delay_ms=s.delegate.max_queue_delay_ms,
+                ),
+                reference=(references or {}).get(s.sha256),
+                rollback=sig.rollbacks.get(s.name),
+            )
+            for s in slots
+        ),
+        fleet_keys=sig.fleet_keys,
+        jobs=tuple(jobs),
+    )
+
+
+def with_delegate(slot: PlannedSlot, delegate: DelegateConfig | None) -> PlannedSlot:
+    """``slot`` with ``delegate`` (the default config when None)."""
+    return replace(slot, delegate=delegate or DelegateConfig())

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+
+from controller.fleet.desired import (
+    PlannedSlot,
+    desired_document,
+    plan_deploy,
+    plan_redelegate,
+    plan_undeploy,
+)
+from shared.codec import decode, encode
+from shared.delegate import DelegateConfig
+from shared.messages import DesiredState
+
+SHA_A1 = "a" * 64
+SHA_A2 = "b" * 64
+SHA_B1 = "c" * 64
+
+
+def slot(name: str, version: str, sha: str, precision: str = "fp32") -> PlannedSlot:
+    return PlannedSlot(
+        name=name,
+        version=version,
+        sha256=sha,
+        size=100,
+        delegate=DelegateConfig(precision=precision),  # type: ignore[arg-type]
+    )
+
+
+def test_deploying_a_second_model_adds_a_slot() -> None:
+    plan = plan_deploy((slot("a", "1", SHA_A1),), slot("b", "1", SHA_B1))
+    assert plan.changed
+    assert [(s.name, s.version) for s in plan.slots] == [("a", "1"), ("b", "1")]
+
+
+def test_new_version_replaces_the_models_slot_in_place() -> None:
+    current = (slot("a", "1", SHA_A1), slot("b", "1", SHA_B1))
+    plan = plan_deploy(current, slot("a", "2", SHA_A2))
+    assert plan.changed
+    assert [(s.name, s.version) for s in plan.slots] == [("a", "2"), ("b", "1")]
+
+
+def test_same_version_and_config_changes_nothing() -> None:
+    current = (slot("a", "1", SHA_A1),)
+    plan = plan_deploy(current, slot("a", "1", SHA_A1))
+    assert not plan.changed
+    assert plan.slots == current
+
+
+def test_new_delegate_config_is_a_change() -> None:
+    plan = plan_deploy((slot("a", "1", SHA_A1),), slot("a", "1", SHA_A1, precision="fp16"))
+    assert plan.changed
+    assert plan.slots[0].delegate.precision == "fp16"
+
+
+def test_undeploy_removes_only_that_slot() -> None:
+    current = (slot("a", "1", SHA_A1), slot("b", "1", SHA_B1))
+    plan = plan_undeploy(current, "a")
+    assert plan.changed
+    assert [s.name for s in plan.slots] == ["b"]
+    assert not plan_undeploy(plan.slots, "a").changed
+
+
+def test_desired_document_points_slots_at_the_artifact_urls() -> None:
+    issued = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    doc = desired_document(
+        "gw-1", 7, (slot("a", "1", SHA_A1), slot("b", "1", SHA_B1)), "http://ctl:8080/", issued
+    )
+    assert doc.generation == 7
+    assert doc.slots[0].artifact.url == f"http://ctl:8080/api/v1/artifacts/{SHA_A1}"
+    assert doc.slots[1].artifact.sha256 == SHA_B1
+    assert decode(DesiredState, encode(doc)) == doc
+
+
+def test_same_slot_under_another_config_name_is_stored_without_a_bump() -> None:
+    current = (slot("a", "1", SHA_A1),)
+    renamed = replace(slot("a", "1", SHA_A1), config="edge")
+    plan = plan_deploy(current, renamed)
+    assert not plan.changed
+    assert plan.rewrite
+    assert plan.slots[0].config == "edge"
+
+
+def test_redelegate_changes_only_slots_of_that_config() -> None:
+    current = (
+        replace(slot("a", "1", SHA_A1), config="edge"),
+        replace(slot("b", "1", SHA_B1), config="other"),
+    )
+    fp16 = DelegateConfig(precision="fp16")
+    plan = plan_redelegate(current, "edge", {"a": fp16, "b": fp16})
+    assert plan.changed
+    assert [s.delegate.precision for s in plan.slots] == ["fp16", "fp32"]
+    again = plan_redelegate(plan.slots, "edge", {"a": fp16})
+    assert not again.changed
