@@ -6,7 +6,8 @@ Error hierarchy (``agent.errors``)::
     ├── SettingsError            bad configuration; the CLI exits 2
     ├── TransientError           retried on the next reconcile pass
     │   ├── DownloadError        network failure or 5xx while fetching an artifact
-    │   └── StoreUnavailable     the engine store cannot be reached (the device builds alone)
+    │   ├── StoreUnavailable     the engine store cannot be reached (the device builds alone)
+    │   └── Unreachable          no HTTP answer (refused, reset, DNS, timeout, TLS; agent.link.http)
     ├── PermanentError           reported as ``failed`` until the desired state changes
     │   ├── ArtifactUnavailable  the artifact server refused the request (4xx)
     │   ├── IntegrityError       size or sha256 of the bytes does not match the desired state

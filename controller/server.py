@@ -1,9 +1,19 @@
-"""``jetfleet serve``: database + artifact store + broker + bus + ingest + HTTP API, wired once."""
+"""``jetfleet serve``: database + artifact store + broker + bus + ingest + HTTP API, wired once.
+
+Background threads: each long-lived one runs under :class:`shared.supervision.Supervised`,
+set up where it is started (the inbox lanes, the ingest link and worker supervisor, the rollout
+and jobs loops, the re-signing and analysis threads restart; the embedded broker's exits). A
+controller without its API is useless: ``jetfleet serve`` (:func:`run`) serves HTTP on the main
+thread, so a crash of uvicorn ends the process and systemd (``Restart=on-failure``) starts a new
+one; :meth:`Controller.serve_in_thread` (tests, benches) gives its thread the ``exit`` policy
+for the same effect. The one-shot republish thread after a (re)connect is not restarted (the
+next connect republishes again), but its exception is logged with its name instead of going to
+stderr only.
+"""
 
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import socket
 import threading
@@ -45,16 +55,20 @@ from controller.ingest.pool import (
     start_ingest_workers,
     telemetry_link,
 )
-from controller.jobs.service import JobLoop, JobService, pending_jobs
+from controller.jobs.carry import pending_jobs
+from controller.jobs.loop import JobLoop
+from controller.jobs.service import JobService
 from controller.mqtt_bus import MqttBus
 from controller.rollouts.loop import RolloutLoop
 from controller.rollouts.service import RolloutService
 from controller.services import Services
 from controller.settings import Settings
 from controller.trust.enrolment import EnrolmentService
-from controller.trust.signing import FleetSigner, SignatureRefresher
+from controller.trust.refresher import SignatureRefresher
+from controller.trust.signing import FleetSigner
 from controller.trust.tls_files import check_broker_tls, check_server_tls
 from shared.messages import Status
+from shared.supervision import Supervised
 from shared.topics import Topics
 
 logger = logging.getLogger(__name__)
@@ -63,19 +77,26 @@ logger = logging.getLogger(__name__)
 class Controller:
     """One controller process: ``start()``, then ``serve()`` (blocking) or ``serve_in_thread()``."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self, settings: Settings, on_fatal: Callable[[str, BaseException], None] | None = None
+    ) -> None:
         self.settings = settings
+        self._on_fatal = on_fatal
+        """What a crash of the HTTP server thread does (None: end the process; tests observe
+        it instead)."""
         self._stoppers: list[Callable[[], None]] = []
         self._on_exit: list[Callable[[], None]] = []
         """Called as soon as shutdown begins (SIGINT/SIGTERM or ``stop()``), before uvicorn
         waits for requests in flight: ends work that would hold one (a push's child process)."""
         self._sock: socket.socket | None = None
         self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: Supervised | None = None
         self._republishers: list[threading.Thread] = []
         self.services: Services | None = None
         self.ingest_workers: IngestWorkers | None = None
         """Telemetry ingest processes (``Settings.ingest_workers`` > 0), else None."""
+        self.rollout_loop: RolloutLoop | None = None
+        """The rollout loop of this replica (tests stop it to run one of their own)."""
         self.http_url = ""
         self.broker_url = ""
 
@@ -133,7 +154,8 @@ class Controller:
         configs = Configs(ConfigStore(engine), repo, catalog)
         engines = EngineStore(EngineStoreDb(engine), store, signer=signer)
         telemetry = TelemetryStore(engine)
-        batcher = IngestBatcher(telemetry, retention=Retention.from_env(os.environ))
+        retention = Retention(raw_s=s.retention_raw_s, rollup_s=s.retention_rollup_s)
+        batcher = IngestBatcher(telemetry, retention=retention)
         batcher.start()
         self._stoppers.append(batcher.stop)
         identities = IdentityStore(engine)
@@ -182,6 +204,7 @@ class Controller:
         jobs = JobService(job_store, repo, catalog, configs, fleet, signer=signer)
         rollout_store = RolloutStore(engine)
         rollout_loop = RolloutLoop(rollout_store, repo, fleet)
+        self.rollout_loop = rollout_loop
         rollouts = RolloutService(rollout_store, repo, catalog, configs, wake=rollout_loop.wake)
         self.services = Services(
             repo=repo,
@@ -198,6 +221,7 @@ class Controller:
             rollouts=rollouts,
             jobs=jobs,
             access=access,
+            health=s.health,
             enrolment=EnrolmentService(
                 identities,
                 broker_side.admin,
@@ -246,10 +270,14 @@ class Controller:
         self._server.run(sockets=[self._sock])
 
     def serve_in_thread(self, timeout_s: float = 15.0) -> None:
-        """Serve HTTP in a background thread; return once it accepts requests."""
+        """Serve HTTP in a background thread; return once it accepts requests.
+
+        The thread is supervised with the ``exit`` policy: if uvicorn's loop dies, the process
+        ends (:data:`shared.supervision.EXIT_THREAD_DIED`) for systemd to start it again.
+        """
         server = self._server
         assert server is not None, "call start() first"
-        thread = threading.Thread(target=self.serve, name="jetfleet-http", daemon=True)
+        thread = Supervised("jetfleet-http", self.serve, policy="exit", on_fatal=self._on_fatal)
         self._thread = thread
         thread.start()
         deadline = time.monotonic() + timeout_s
@@ -291,6 +319,8 @@ class Controller:
                 logger.info("republished the desired state of %d devices", count)
             except ControllerError as exc:
                 logger.error("could not republish desired state: %s", exc)
+            except Exception:  # one shot, not restarted: the next (re)connect republishes
+                logger.exception("background thread %s crashed", threading.current_thread().name)
 
         self._republishers = [t for t in self._republishers if t.is_alive()]
         thread = threading.Thread(target=republish, name="jetfleet-republish", daemon=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from controller.artifacts.engines import EngineStore
 from controller.artifacts.store import ArtifactStore
@@ -16,6 +16,7 @@ from controller.ingest.batch import IngestBatcher
 from controller.ingest.handlers import Ingest
 from controller.jobs.service import JobService
 from controller.rollouts.service import RolloutService
+from controller.settings import HealthThresholds
 from controller.trust.enrolment import EnrolmentService
 
 
@@ -46,3 +47,5 @@ class Services:
     """API tokens, roles and the audit log (issue 7); None serves the API without checks."""
     enrolment: EnrolmentService | None = None
     """Device enrolment, identities and revocation (issue 7); None without it."""
+    health: HealthThresholds = field(default_factory=HealthThresholds)
+    """When devices count as degraded or offline (``Settings.health``)."""

@@ -1,10 +1,19 @@
-"""Settings of one controller process, and the parsing of the address forms its options take."""
+"""Settings of one controller process, and the parsing of the address forms its options take.
+
+Most settings come from ``jetfleet serve``'s options (controller/cli/serve.py); the health
+thresholds and telemetry retention come from environment variables only
+(``JETFLEET_HEALTH_<NAME>``, ``JETFLEET_RETENTION_RAW_HOURS``, ``JETFLEET_RETENTION_ROLLUP_DAYS``),
+read once with :func:`from_environment`, where a bad value stops the start with one line naming
+the variable.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
@@ -25,6 +34,52 @@ DEFAULT_MAX_MODEL_NODES = 100_000
 DEFAULT_ANALYSIS_TIMEOUT_S = 120.0
 DEFAULT_REFERENCE_TIMEOUT_S = 60.0
 """Four cases of a large detector on one CPU core take a few seconds; a minute is generous."""
+HEALTH_ENV_PREFIX = "JETFLEET_HEALTH_"
+RETENTION_RAW_ENV = "JETFLEET_RETENTION_RAW_HOURS"
+RETENTION_ROLLUP_ENV = "JETFLEET_RETENTION_ROLLUP_DAYS"
+DEFAULT_RETENTION_RAW_S = 24 * 3600.0
+DEFAULT_RETENTION_ROLLUP_S = 30 * 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class HealthThresholds:
+    """When a device stops being healthy (controller/fleet/health.py); each can be set by
+    ``JETFLEET_HEALTH_<NAME>`` (e.g. ``JETFLEET_HEALTH_P99_MS=250``)."""
+
+    offline_after_s: float = 90.0
+    """Nothing received for this long → offline (3 missed samples at the default 30 s)."""
+    window_s: float = 300.0
+    """The recent telemetry window the other thresholds are judged over."""
+    error_rate: float = 0.05
+    """Errors / requests above this → degraded."""
+    min_requests: int = 20
+    """Error rates over fewer requests than this are not judged (one error in two is noise)."""
+    p99_ms: float = 500.0
+    """Worst p99 latency of any model above this → degraded."""
+    temperature_c: float = 85.0
+    """Hottest sensor above this → degraded (Orin throttles from about 99 °C)."""
+    memory_headroom: float = 0.10
+    """Available / total memory below this fraction → degraded (CPU and GPU share it on Jetson)."""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> HealthThresholds:
+        """Defaults overridden by ``JETFLEET_HEALTH_*`` variables; a bad value names the fix."""
+        values: dict[str, float | int] = {}
+        for f in fields(cls):
+            name = HEALTH_ENV_PREFIX + f.name.upper()
+            raw = env.get(name)
+            if raw is None or raw == "":
+                continue
+            try:
+                number = float(raw)
+            except ValueError as exc:
+                raise InvalidInput(
+                    f"{name}={raw!r} is not a number: set it to e.g. {getattr(cls, f.name)}"
+                ) from exc
+            if number < 0:
+                raise InvalidInput(f"{name} must be >= 0, got {raw}")
+            values[f.name] = int(number) if f.name == "min_requests" else number
+        return cls(**values)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -81,6 +136,12 @@ class Settings:
     """Addresses or networks (``10.0.0.5``, ``10.0.0.0/24``) of reverse proxies whose
     ``X-Forwarded-For`` names the client for rate limits and the audit log; empty: the header
     is ignored and the peer address is the client."""
+    health: HealthThresholds = field(default_factory=HealthThresholds)
+    """When devices count as degraded or offline (``JETFLEET_HEALTH_*``)."""
+    retention_raw_s: float = DEFAULT_RETENTION_RAW_S
+    """How long raw telemetry samples are kept (``JETFLEET_RETENTION_RAW_HOURS``, default 24)."""
+    retention_rollup_s: float = DEFAULT_RETENTION_ROLLUP_S
+    """How long minute rollups are kept (``JETFLEET_RETENTION_ROLLUP_DAYS``, default 30)."""
 
     @property
     def http_scheme(self) -> str:
@@ -98,6 +159,32 @@ class Settings:
             host = f"[{host}]"
         port = http_port if http_port is not None else self.http_port
         return f"{self.http_scheme}://{host}:{port}"
+
+
+def from_environment(settings: Settings, env: Mapping[str, str]) -> Settings:
+    """``settings`` with the fields only environment variables set: the health thresholds and
+    the telemetry retention. :class:`InvalidInput` names a bad variable and a valid value."""
+    raw_hours = _positive(env, RETENTION_RAW_ENV, DEFAULT_RETENTION_RAW_S / 3600)
+    rollup_days = _positive(env, RETENTION_ROLLUP_ENV, DEFAULT_RETENTION_ROLLUP_S / 86400)
+    return dataclasses.replace(
+        settings,
+        health=HealthThresholds.from_env(env),
+        retention_raw_s=raw_hours * 3600,
+        retention_rollup_s=rollup_days * 86400,
+    )
+
+
+def _positive(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise InvalidInput(f"{name}={raw!r} is not a number: set e.g. {name}={default:g}") from exc
+    if value <= 0:
+        raise InvalidInput(f"{name} must be > 0, got {raw}")
+    return value
 
 
 def default_data_dir() -> Path:

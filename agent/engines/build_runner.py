@@ -27,11 +27,12 @@ import psutil
 
 from agent.engines.build_protocol import BuildRequest, parse_progress
 from agent.errors import PermanentError
+from agent.hardware.runtime_kinds import RUNTIMES
 
 log = logging.getLogger(__name__)
 
-BUILDERS = {"onnxruntime": "agent.engines.builder_ort", "tensorrt": "agent.engines.builder_trt"}
-"""Runtime → the module a build runs as."""
+BUILDERS = {name: kind.builder for name, kind in RUNTIMES.items()}
+"""Runtime → the module a build runs as (the descriptors' ``builder``; tests swap in others)."""
 
 POLL_S = 0.1
 ERROR_LINES = 40

@@ -1,7 +1,8 @@
 """The engine key of one model slot on this device: validity from facts, content from config.
 
 Validity is derived from the facts by :mod:`shared.engine_validity` (the controller checks a
-device's uploads with the same functions); the delegate config adds the ORT providers and the
+device's uploads with the same functions) through the runtime's descriptor
+(:mod:`agent.hardware.runtime_kinds`); the delegate config adds the ORT providers and the
 TensorRT DLA core.
 
 **Tuning tag.** Power mode (name and id), jetson_clocks, JetPack and L4T: never validity.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared import engine_validity
+from agent.hardware.runtime_kinds import UnknownRuntime, runtime_kind
 from shared.delegate import DelegateConfig
 from shared.engine_keys import ContentKey, TuningTag, ValidityKey, engine_key
 from shared.engine_validity import IdentityError as IdentityError
@@ -50,24 +51,17 @@ def tuning_tag(facts: DeviceFacts) -> TuningTag:
     )
 
 
-def ort_validity(facts: DeviceFacts, config: DelegateConfig) -> ValidityKey:
-    """Validity of an ONNX Runtime optimised model of ``config`` built here."""
-    return engine_validity.ort_validity(facts, config.onnxruntime.providers)
-
-
-def trt_validity(facts: DeviceFacts, config: DelegateConfig) -> ValidityKey:
-    """Validity of a TensorRT plan of ``config`` built here; IdentityError when TensorRT or the
-    GPU is unknown."""
-    return engine_validity.trt_validity(facts, config.dla_core)
-
-
 def identify(
     runtime: str, facts: DeviceFacts, onnx_sha256: str, config: DelegateConfig
 ) -> EngineIdentity:
-    """The identity of building ``config`` from the ONNX ``onnx_sha256`` with ``runtime`` here."""
-    validity = trt_validity(facts, config) if runtime == "tensorrt" else ort_validity(facts, config)
+    """The identity of building ``config`` from the ONNX ``onnx_sha256`` with ``runtime`` here;
+    IdentityError when the facts lack what the key needs or the runtime is unknown."""
+    try:
+        kind = runtime_kind(runtime)
+    except UnknownRuntime as exc:
+        raise IdentityError(str(exc)) from exc
     return EngineIdentity(
-        validity=validity,
+        validity=kind.validity(facts, config),
         content=ContentKey.of(onnx_sha256, config),
         tuning=tuning_tag(facts),
     )

@@ -37,8 +37,10 @@ from agent.engines.cache import CacheHit, EngineCache
 from agent.engines.identity import EngineIdentity, tuning_matches
 from agent.engines.store_client import StoreClient, StoreConflict, StoreUnavailable
 from agent.errors import AgentError
+from agent.hardware.runtime_kinds import runtime_kind
 from shared.delegate import DelegateConfig
 from shared.engines import EngineManifest, LeaseOut
+from shared.supervision import Supervised
 
 log = logging.getLogger(__name__)
 
@@ -74,23 +76,33 @@ def _no_event(kind: str, slot: str | None, message: str, **data: Any) -> None:
 
 
 class _LeaseKeeper:
-    """Renews a granted build lease every third of its lifetime until stopped."""
+    """Renews a granted build lease every third of its lifetime until stopped.
+
+    A renewal the store refuses or cannot answer is logged and tried again a third later; the
+    thread runs under :class:`shared.supervision.Supervised` (policy ``restart``), so anything
+    else that raises is logged and renewing resumes after a backoff: a lease that silently
+    stopped being renewed would expire mid-build and let a twin build the same engine.
+    """
 
     def __init__(
         self, store: StoreClient, key: str, tuning: str, device_id: str, ttl_s: float
     ) -> None:
+        self._store = store
+        self._key = key
+        self._tuning = tuning
+        self._device_id = device_id
+        self._ttl_s = ttl_s
         self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._run, args=(store, key, tuning, device_id, ttl_s), daemon=True
-        )
-        self._thread.start()
+        self._thread = Supervised(
+            "lease-keeper", self._run, policy="restart", stop=self._stop, logger=log
+        ).start()
 
-    def _run(self, store: StoreClient, key: str, tuning: str, device_id: str, ttl_s: float) -> None:
-        while not self._stop.wait(ttl_s / 3):
+    def _run(self) -> None:
+        while not self._stop.wait(self._ttl_s / 3):
             try:
-                store.lease(key, device_id, ttl_s, tuning)
+                self._store.lease(self._key, self._device_id, self._ttl_s, self._tuning)
             except AgentError as exc:
-                log.warning("could not renew the build lease on %s: %s", key[:12], exc)
+                log.warning("could not renew the build lease on %s: %s", self._key[:12], exc)
 
     def stop(self) -> None:
         self._stop.set()
@@ -285,7 +297,7 @@ class EngineResolver:
         key = identity.key
         calibration = (
             self.calibration_cache(config.calibration_cache_sha256)
-            if config.calibration_cache_sha256 and identity.runtime == "tensorrt"
+            if config.calibration_cache_sha256 and runtime_kind(identity.runtime).calibration_caches
             else None
         )
         request = BuildRequest(

@@ -3,8 +3,9 @@
 ``GET/PUT /api/v1/engines/{key}`` (manifests, one per tuning tag; GET takes ``?tuning=``),
 ``POST/DELETE /api/v1/engines/{key}/lease`` (who builds, per key and tuning tag),
 ``POST /api/v1/artifacts`` and ``GET /api/v1/artifacts/{sha}`` (the bytes).
-httpx errors are translated here, once: :class:`StoreUnavailable` (transient: connection
-errors, timeouts, 5xx) and :class:`StoreRejected` (the store said no: a 4xx it should not give).
+HTTP goes through :mod:`agent.link.http`, whose one classification decides the error:
+:class:`StoreUnavailable` (transient: no answer, 408, 425, 429, 5xx; the device builds alone)
+and :class:`StoreRejected` (the store said no: a 4xx it should not give).
 """
 
 from __future__ import annotations
@@ -14,15 +15,13 @@ import os
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from pydantic import ValidationError
 
 from agent.errors import IntegrityError, PermanentError, TransientError
+from agent.link.http import Answer, HttpClient, Unreachable
 from shared.engines import ArtifactOut, EngineManifest, LeaseOut, LeaseRequest
-
-if TYPE_CHECKING:  # httpx loads with the first request, not at agent start (issue 6)
-    import httpx
 
 CHUNK = 1 << 20
 
@@ -51,153 +50,130 @@ class StoreClient:
     def __init__(
         self,
         base_url: str,
-        transport: httpx.BaseTransport | None = None,
         timeout_s: float = 30.0,
         token: str | None = None,
         verify: bool | ssl.SSLContext = True,
     ) -> None:
         """``token``: the agent's API token (role device); ``verify``: see
-        :func:`agent.link.downloader.controller_tls` (True: the system's CA store)."""
+        :func:`agent.link.http.controller_tls` (True: the system's CA store)."""
 
         self.base_url = base_url.rstrip("/")
-        headers = {"Authorization": f"Bearer {token}"} if token else None
-        self._client_args: dict[str, object] = {
-            "base_url": self.base_url,
-            "transport": transport,
-            "timeout": timeout_s,
-            "headers": headers,
-            "verify": verify,
-        }
-        self._http: httpx.Client | None = None
-
-    @property
-    def _client(self) -> httpx.Client:
-        """The connection pool, made on first use."""
-        if self._http is None:
-            import httpx
-
-            self._http = httpx.Client(**self._client_args)  # type: ignore[arg-type]
-        return self._http
+        self._http = HttpClient(self.base_url, token=token, verify=verify, timeout_s=timeout_s)
 
     def close(self) -> None:
-        if self._http is not None:
-            self._http.close()
+        self._http.close()
 
-    def _send(self, method: str, url: str, **kwargs: object) -> httpx.Response:
-        import httpx
-
+    def _send(self, method: str, url: str, **kwargs: Any) -> Answer:
         try:
-            response = self._client.request(method, url, **kwargs)  # type: ignore[arg-type]
-        except httpx.HTTPError as exc:
+            answer = self._http.request(method, url, **kwargs)
+        except Unreachable as exc:
             raise StoreUnavailable(
-                f"engine store at {self.base_url} unreachable ({method} {url}: {exc})"
+                f"engine store at {self.base_url} unreachable ({method} {url}: {exc.reason})"
             ) from exc
-        if response.status_code >= 500:
-            raise StoreUnavailable(
-                f"engine store {method} {url} answered HTTP {response.status_code}"
-            )
-        return response
+        if answer.verdict == "transient":
+            raise StoreUnavailable(f"engine store {method} {url} answered HTTP {answer.status}")
+        return answer
 
     @staticmethod
-    def _reject(response: httpx.Response, what: str) -> StoreRejected:
-        return StoreRejected(f"{what}: HTTP {response.status_code} {response.text[:300]}")
+    def _reject(answer: Answer, what: str) -> StoreRejected:
+        return StoreRejected(f"{what}: HTTP {answer.status} {answer.text[:300]}")
 
     def get_manifest(self, key: str, tuning: str | None = None) -> EngineManifest | None:
         """The stored manifest of ``key`` tuned under ``tuning`` (a ``TuningTag.label()``) when
         the store has one, else one of another tuning; None when the store has none."""
         params = {"tuning": tuning} if tuning is not None else None
-        response = self._send("GET", f"/api/v1/engines/{key}", params=params)
-        if response.status_code == 404:
+        answer = self._send("GET", f"/api/v1/engines/{key}", params=params)
+        if answer.status == 404:
             return None
-        if response.status_code != 200:
-            raise self._reject(response, f"GET engine {key[:12]}")
+        if answer.status != 200:
+            raise self._reject(answer, f"GET engine {key[:12]}")
         try:
-            return EngineManifest.model_validate_json(response.content)
+            return EngineManifest.model_validate_json(answer.content)
         except ValidationError as exc:
             raise StoreRejected(f"engine store sent an invalid manifest for {key}: {exc}") from exc
 
     def put_manifest(self, manifest: EngineManifest) -> None:
         """Store ``manifest`` under its tuning (this releases that (key, tuning) build lease)."""
-        response = self._send(
+        answer = self._send(
             "PUT",
             f"/api/v1/engines/{manifest.engine_key}",
             content=manifest.model_dump_json(),
             headers={"Content-Type": "application/json"},
         )
-        if response.status_code == 409:
+        if answer.status == 409:
             raise StoreConflict(
                 f"engine store holds another manifest under {manifest.engine_key[:12]} "
                 f"({manifest.tuning.label()})"
             )
-        if response.status_code not in (200, 201):
-            raise self._reject(response, f"PUT engine {manifest.engine_key[:12]}")
+        if answer.status not in (200, 201):
+            raise self._reject(answer, f"PUT engine {manifest.engine_key[:12]}")
 
     def lease(self, key: str, device_id: str, ttl_s: float, tuning: str = "default") -> LeaseOut:
         """Ask to be the device that builds ``key`` under ``tuning`` (granted, or who holds it
         until when)."""
         body = LeaseRequest(device_id=device_id, ttl_s=ttl_s, tuning=tuning)
-        response = self._send(
+        answer = self._send(
             "POST",
             f"/api/v1/engines/{key}/lease",
             content=body.model_dump_json(),
             headers={"Content-Type": "application/json"},
         )
-        if response.status_code != 200:
-            raise self._reject(response, f"lease on engine {key[:12]}")
+        if answer.status != 200:
+            raise self._reject(answer, f"lease on engine {key[:12]}")
         try:
-            return LeaseOut.model_validate_json(response.content)
+            return LeaseOut.model_validate_json(answer.content)
         except ValidationError as exc:
             raise StoreRejected(f"engine store sent an invalid lease answer: {exc}") from exc
 
     def release(self, key: str, device_id: str, tuning: str = "default") -> None:
         """Give the build lease of (``key``, ``tuning``) back (idempotent)."""
-        response = self._send(
+        answer = self._send(
             "DELETE",
             f"/api/v1/engines/{key}/lease",
             params={"device_id": device_id, "tuning": tuning},
         )
-        if response.status_code not in (200, 204, 404):
-            raise self._reject(response, f"release of lease on {key[:12]}")
+        if answer.status not in (200, 204, 404):
+            raise self._reject(answer, f"release of lease on {key[:12]}")
 
     def upload(self, path: Path, sha256: str) -> ArtifactOut:
         """Stream ``path`` to the artifact store, which verifies ``sha256``."""
-        response = self._send(
+        answer = self._send(
             "POST",
             "/api/v1/artifacts",
             params={"sha256": sha256},
             content=_file_chunks(path),
             headers={"Content-Type": "application/octet-stream"},
         )
-        if response.status_code not in (200, 201):
-            raise self._reject(response, f"upload of {path.name}")
-        return ArtifactOut.model_validate_json(response.content)
+        if answer.status not in (200, 201):
+            raise self._reject(answer, f"upload of {path.name}")
+        return ArtifactOut.model_validate_json(answer.content)
 
     def download(self, sha256: str, size: int | None, dest: Path) -> None:
         """Fetch artifact ``sha256`` into ``dest`` (fsynced); IntegrityError on other bytes.
 
         ``size`` None: only the sha256 is checked (a config names a calibration cache by hash).
         """
-        import httpx
-
         digest = hashlib.sha256()
         written = 0
         url = f"/api/v1/artifacts/{sha256}"
         try:
-            with self._client.stream("GET", url) as response:
-                if response.status_code >= 500:
-                    raise StoreUnavailable(f"GET {url} answered HTTP {response.status_code}")
-                if response.status_code != 200:
-                    raise StoreRejected(f"GET {url} answered HTTP {response.status_code}")
+            with self._http.stream("GET", url) as got:
+                if got.verdict == "transient":
+                    raise StoreUnavailable(f"GET {url} answered HTTP {got.status}")
+                if got.status != 200:
+                    raise StoreRejected(f"GET {url} answered HTTP {got.status}")
                 with dest.open("wb") as f:
-                    for chunk in response.iter_bytes(CHUNK):
+                    for chunk in got.chunks(CHUNK):
                         digest.update(chunk)
                         written += len(chunk)
                         f.write(chunk)
                     f.flush()
                     os.fsync(f.fileno())
-        except httpx.HTTPError as exc:
+        except Unreachable as exc:
             dest.unlink(missing_ok=True)
-            raise StoreUnavailable(f"download of engine {sha256[:12]} failed: {exc}") from exc
+            raise StoreUnavailable(
+                f"download of engine {sha256[:12]} failed: {exc.reason}"
+            ) from exc
         if digest.hexdigest() != sha256 or (size is not None and written != size):
             dest.unlink(missing_ok=True)
             raise IntegrityError(

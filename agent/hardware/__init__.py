@@ -6,5 +6,7 @@ Every source is optional. Each probe answers a value or, when its source is miss
 NVML, jtop) are imported only inside their own probe module, and only when probed.
 
 Entry point: :func:`agent.hardware.probe.probe_hardware`; the runtime decision is the pure
-:func:`agent.hardware.probe.choose_runtime`.
+:func:`agent.hardware.probe.choose_runtime`, and :mod:`.runtime_kinds` describes each runtime
+(builder, CUDA device, memory accounting, validity key), at the bottom of the layers so every
+package may look one up instead of comparing names.
 """

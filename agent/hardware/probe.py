@@ -21,11 +21,12 @@ from agent.hardware.cuda_probe import probe_cuda
 from agent.hardware.jetson import probe_jetson
 from agent.hardware.nvidia_driver import probe_driver
 from agent.hardware.nvml_probe import probe_nvml
+from agent.hardware.runtime_kinds import ONNXRUNTIME, TENSORRT, RuntimeName
 from agent.hardware.tensorrt_probe import probe_tensorrt
-from shared.delegate import Runtime
 from shared.messages import FactSource, GpuFacts, JetsonFacts
 
 RuntimeSetting = Literal["auto", "onnxruntime", "tensorrt"]
+"""The ``runtime`` setting: a name of :data:`~agent.hardware.runtime_kinds.RUNTIMES`, or auto."""
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def probe_hardware(
     driver = probe_driver(root)
     sources = {
         **jetson.sources,
-        "tensorrt": tensorrt.source,
+        TENSORRT.name: tensorrt.source,
         "cuda": cuda.source,
         "nvml": nvml.source,
         "nvidia_driver": driver.source,
@@ -109,31 +110,32 @@ def _why_no_device(hw: HardwareFacts) -> str:
 
 def choose_runtime(
     hw: HardwareFacts, override: RuntimeSetting | None = None
-) -> tuple[Runtime, str]:
+) -> tuple[RuntimeName, str]:
     """The runtime to build and serve with, and why.
 
     ``override`` is the agent's ``runtime`` setting; ``None`` and ``"auto"`` let the hardware
     decide. Forcing ``tensorrt`` where TensorRT or a CUDA device is missing is a settings error
     naming both fixes, rather than a build that fails later on every model.
     """
-    trt_reason = hw.sources.get("tensorrt", FactSource(available=False)).reason
-    if override == "onnxruntime":
-        return "onnxruntime", "runtime = onnxruntime in the agent settings"
+    ort, trt = ONNXRUNTIME.name, TENSORRT.name
+    trt_reason = hw.sources.get(trt, FactSource(available=False)).reason
+    if override == ort:
+        return ort, f"runtime = {ort} in the agent settings"
     if hw.tensorrt_version is None:
-        why = trt_reason or "TensorRT was not probed"
-        if override == "tensorrt":
-            raise SettingsError("runtime", f"tensorrt was requested but {why}; or set runtime auto")
-        return "onnxruntime", why
+        why = trt_reason or f"{TENSORRT.label} was not probed"
+        if override == trt:
+            raise SettingsError("runtime", f"{trt} was requested but {why}; or set runtime auto")
+        return ort, why
     if not hw.cuda_device:
         why = (
-            f"TensorRT {hw.tensorrt_version} imports but no CUDA device answered "
+            f"{TENSORRT.label} {hw.tensorrt_version} imports but no CUDA device answered "
             f"({_why_no_device(hw)})"
         )
-        if override == "tensorrt":
+        if override == trt:
             raise SettingsError(
-                "runtime", f"tensorrt was requested but {why}; set runtime onnxruntime or auto"
+                "runtime", f"{trt} was requested but {why}; set runtime {ort} or auto"
             )
-        return "onnxruntime", why
+        return ort, why
     device = (hw.gpu.name if hw.gpu else None) or "the CUDA device"
-    how = "runtime = tensorrt in the agent settings" if override == "tensorrt" else "chosen"
-    return "tensorrt", f"{how}: TensorRT {hw.tensorrt_version} imports and {device} answered"
+    how = f"runtime = {trt} in the agent settings" if override == trt else "chosen"
+    return trt, f"{how}: {TENSORRT.label} {hw.tensorrt_version} imports and {device} answered"

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agent.hardware.runtime_kinds import TENSORRT
 from shared.jobs import LayerTime, OpTime, ProcessingUnit
 
 KERNEL_SUFFIX = "_kernel_time"
@@ -30,8 +31,9 @@ _UNITS: dict[str, ProcessingUnit] = {
     "CPUExecutionProvider": "CPU",
     "CUDAExecutionProvider": "GPU",
     "TensorrtExecutionProvider": "GPU",
-    "tensorrt": "GPU",
+    TENSORRT.name: "GPU",  # the provider of TensorRT's own layer records
 }
+_TENSORRT_PROVIDERS = ("TensorrtExecutionProvider", TENSORRT.name)
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ class ProfileTimes:
 def processing_unit(provider: str, dla: bool = False) -> ProcessingUnit:
     """GPU, DLA or CPU for an execution provider (TensorRT runs on the DLA when ``dla``)."""
     unit = _UNITS.get(provider, "CPU")
-    if dla and provider in ("TensorrtExecutionProvider", "tensorrt"):
+    if dla and provider in _TENSORRT_PROVIDERS:
         return "DLA"
     return unit
 

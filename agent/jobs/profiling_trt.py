@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from agent.errors import InferenceError, ModelLoadError
+from agent.hardware.runtime_kinds import TENSORRT
 from agent.jobs.profiling import NodeRecord, trt_layer_op
 from agent.runtimes import cuda_arena
 from agent.runtimes.trt import _shared_runtime, _trt
@@ -65,7 +66,7 @@ def profile_trt(
             foreign = layer_name.startswith("{ForeignNode")
             device: ProcessingUnit = "DLA" if dla_core is not None and foreign else "GPU"
             records.append(
-                NodeRecord(layer_name, trt_layer_op(layer_name), "tensorrt", device, float(ms))
+                NodeRecord(layer_name, trt_layer_op(layer_name), TENSORRT.name, device, float(ms))
             )
 
     context = engine.create_execution_context()

@@ -24,9 +24,11 @@ if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (issue
     import numpy as np
 
 from agent.engines.build_protocol import BuildRequest
-from agent.engines.build_runner import BUILDERS, BuildFailed, run_build
+from agent.engines.build_runner import BuildFailed, run_build
 from agent.errors import AgentError
+from agent.hardware.runtime_kinds import runtime_kind
 from agent.runtimes.base import KSERVE_TO_NUMPY, LoadedModel, TensorSpec
+from agent.runtimes.loading import load_engine
 from agent.swap.admission import Admission, Need, need_of
 from agent.swap.headroom import MemorySnapshot
 from agent.swap.hotswap import malloc_trim
@@ -79,20 +81,16 @@ def latency_stats(samples_ms: list[float]) -> LatencyStats:
 
 def unavailable(spec: CandidateSpec, host: BenchHost) -> str | None:
     """Why ``spec`` cannot run on this device (None when it can)."""
+    kind = runtime_kind(spec.runtime)
     if spec.runtime != host.runtime:
-        if spec.runtime == "tensorrt":
-            return (
-                "not available on this device: TensorRT candidates need the tensorrt runtime "
-                f"(this agent runs {host.runtime})"
-            )
         return (
-            "not available on this device: ONNX Runtime candidates need the onnxruntime runtime "
-            f"(this agent runs {host.runtime})"
+            f"not available on this device: {kind.label} candidates need the {kind.name} "
+            f"runtime (this agent runs {host.runtime})"
         )
     if spec.dla_core is not None and host.dla_cores is not None and spec.dla_core >= host.dla_cores:
         have = "no DLA" if host.dla_cores == 0 else f"{host.dla_cores} DLA core(s)"
         return f"not available on this device: dla{spec.dla_core} requested, it has {have}"
-    if spec.runtime == "onnxruntime" and spec.ep in ("trt", "cuda"):
+    if kind.execution_providers and spec.ep in ("trt", "cuda"):
         provider = "TensorrtExecutionProvider" if spec.ep == "trt" else "CUDAExecutionProvider"
         if provider not in host.available_providers():
             return f"not available on this device: this ONNX Runtime has no {provider}"
@@ -162,16 +160,6 @@ def accuracy_of(model: LoadedModel, reference: Reference | None, precision: str)
     )
 
 
-def _load(path: Path, runtime: str, config: DelegateConfig, threads: int) -> LoadedModel:
-    if runtime == "tensorrt":
-        from agent.runtimes.trt import load_trt
-
-        return load_trt(path, intra_op_threads=threads, streams=1, dla_core=config.dla_core)
-    from agent.runtimes.ort import load_ort
-
-    return load_ort(path, intra_op_threads=threads, delegate=config)
-
-
 def _moved(before: MemorySnapshot, after: MemorySnapshot) -> int:
     deltas = [0]
     if before.rss_bytes is not None and after.rss_bytes is not None:
@@ -197,13 +185,14 @@ def bench_candidate(
 ) -> CandidateResult:
     """Build, load, time and validate one candidate; its row of the tuning table."""
     config = candidate_delegate(spec, base)
+    kind = runtime_kind(spec.runtime)
     threads = spec.threads or default_threads
     row: dict[str, object] = {
         "name": spec.name,
         "power_mode": power_mode,
         "runtime": spec.runtime,
         "precision": config.precision,
-        "threads": threads if spec.runtime == "onnxruntime" else None,
+        "threads": threads if kind.intra_op_threads else None,
     }
     why = unavailable(spec, host)
     if why is not None:
@@ -213,9 +202,7 @@ def bench_candidate(
         onnx_path=onnx_path, output_path=engine, config=config, dla_cores=host.dla_cores
     )
     try:
-        built = run_build(
-            BUILDERS[spec.runtime], request, host.build_timeout_s, cancelled=host.cancelled
-        )
+        built = run_build(kind.builder, request, host.build_timeout_s, cancelled=host.cancelled)
     except BuildFailed as exc:
         if host.cancelled():
             raise BenchCancelled(str(exc)) from exc
@@ -239,13 +226,15 @@ def _measure(
     row: Mapping[str, object],
 ) -> CandidateResult:
     size = engine.stat().st_size
-    admission = host.admit(need_of(size, size if spec.runtime == "onnxruntime" else 0))
+    admission = host.admit(need_of(size, runtime_kind(spec.runtime).activation_estimate(size)))
     if admission.mode == "refuse":
         reason = f"does not fit beside the served models: {admission.reason}"
         return CandidateResult.model_validate({**row, "status": "skipped", "reason": reason})
     before = host.snapshot()
     try:
-        model = _load(engine, spec.runtime, config, threads)
+        model = load_engine(
+            spec.runtime, engine, intra_op_threads=threads, delegate=config, streams=1
+        )
     except AgentError as exc:
         return CandidateResult.model_validate({**row, "status": "failed", "reason": str(exc)})
     try:

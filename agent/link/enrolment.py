@@ -23,10 +23,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from agent.durable_files import fsync_dir
 from agent.errors import AgentError
+from agent.link.http import Answer, HttpClient, Unreachable, controller_tls
 
 if TYPE_CHECKING:
-    import httpx
-
     from agent.settings import AgentSettings
 
 IDENTITY_FILE = "identity.json"
@@ -122,33 +121,35 @@ def request_identity(
     timeout_s: float = 30.0,
 ) -> dict[str, Any]:
     """POST the token to ``<controller>/api/v1/enroll``; the identity, or EnrolmentError."""
-    url = controller_url.rstrip("/") + "/api/v1/enroll"
     body = {
         "token": token.strip(),
         "device_id": device_id,
         "labels": dict(labels),
         "facts": dict(facts) if facts is not None else None,
     }
-    import httpx  # here, not at the top: agent.settings imports this module (idle RSS, issue 6)
-
-    from agent.link.downloader import controller_tls
-
     try:
-        response = httpx.post(url, json=body, timeout=timeout_s, verify=controller_tls(ca_file))
-    except httpx.HTTPError as exc:
+        with HttpClient(
+            controller_url, verify=controller_tls(ca_file), timeout_s=timeout_s
+        ) as http:
+            answer = http.request("POST", "/api/v1/enroll", json=body)
+    except Unreachable as exc:
         raise EnrolmentError(
-            f"cannot reach the controller at {controller_url} ({exc.__class__.__name__}: {exc}): "
+            f"cannot reach the controller at {controller_url} ({exc.kind}: {exc.reason}): "
             "check --controller"
         ) from exc
-    if response.status_code == 429:
-        wait = response.headers.get("retry-after", "a minute")
-        raise EnrolmentError(f"too many enrolment attempts: retry in {wait} s (HTTP 429)")
-    if response.status_code >= 400:
+    if answer.status == 429:
+        after = answer.headers.get("retry-after")
+        wait = f"{after} s" if after else "a minute"
+        raise EnrolmentError(f"too many enrolment attempts: retry in {wait} (HTTP 429)")
+    if answer.verdict == "transient":
         raise EnrolmentError(
-            f"enrolment refused: {_detail(response)} (HTTP {response.status_code})"
+            f"the controller could not enrol this device right now: {_detail(answer)} "
+            f"(HTTP {answer.status}): try again in a minute"
         )
+    if answer.verdict == "permanent":
+        raise EnrolmentError(f"enrolment refused: {_detail(answer)} (HTTP {answer.status})")
     try:
-        identity = response.json()
+        identity = answer.json()
     except ValueError as exc:
         raise EnrolmentError(f"the controller at {controller_url} sent no JSON identity") from exc
     if not isinstance(identity, dict) or not isinstance(identity.get("device_id"), str):
@@ -207,10 +208,10 @@ def reachable_broker_url(broker_url: str, controller_url: str) -> str:
     return urlunsplit((broker.scheme, f"{host}{port}", broker.path, "", ""))
 
 
-def _detail(response: httpx.Response) -> str:
+def _detail(answer: Answer) -> str:
     try:
-        body = response.json()
+        body = answer.json()
     except ValueError:
-        return response.text.strip()[:200] or response.reason_phrase
+        return answer.text.strip()[:200] or answer.reason
     detail = body.get("detail") if isinstance(body, dict) else None
-    return str(detail) if detail else response.reason_phrase
+    return str(detail) if detail else answer.reason

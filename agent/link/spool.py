@@ -9,6 +9,10 @@ restart; its idempotency key lets the controller store it once.
 
 The spool is bounded by bytes and by age: when either is exceeded the oldest rows go first, and
 the number dropped is kept in the database next to them, so the loss itself can be reported.
+
+The forwarding thread runs under :class:`shared.supervision.Supervised` (policy ``restart``): a
+spool or publisher that raises (a full disk, a bug in the link) is logged and forwarding resumes
+after a backoff; the entries stay spooled, so nothing is lost meanwhile.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from shared.supervision import Supervised
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +318,7 @@ class Forwarder:
         self._retry_cap_s = retry_cap_s
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: Supervised | None = None
 
     def drain(self, limit: int | None = None) -> DrainResult:
         """Publish waiting entries oldest first until empty, ``limit``, or the first failure.
@@ -344,12 +350,13 @@ class Forwarder:
         self._wake.set()
 
     def start(self) -> None:
-        """Forward on a daemon thread until :meth:`stop`."""
+        """Forward on a supervised daemon thread until :meth:`stop`."""
         if self._thread is not None:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="spool-forwarder", daemon=True)
-        self._thread.start()
+        self._thread = Supervised(
+            "spool-forwarder", self._run, policy="restart", stop=self._stop, logger=log
+        ).start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the thread after the publish in progress; waiting entries stay spooled."""
@@ -360,14 +367,11 @@ class Forwarder:
             thread.join(timeout_s)
 
     def _run(self) -> None:
+        """The thread's body: drain on every wake-up until stopped (a raise restarts it)."""
         delay: float | None = None
         while not self._stop.is_set():
             self._wake.clear()
-            try:
-                result = self.drain()
-            except Exception:  # a failing spool or publisher pauses forwarding, never ends it
-                log.exception("spool forwarding paused")
-                result = DrainResult(0, failed=True)
+            result = self.drain()
             if result.failed:
                 delay = next_retry_delay(delay, self._retry_base_s, self._retry_cap_s)
                 self._wake.wait(delay)

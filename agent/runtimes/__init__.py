@@ -1,8 +1,9 @@
 """Runtimes: what serving and swapping need from a loaded model, whatever runs it.
 
-:mod:`.base` is the seam (``LoadedModel``); :mod:`.ort` (the only serving-side ONNX Runtime
-user) with :mod:`.ort_providers` (delegate config → execution providers, pure); :mod:`.trt`
-(TensorRT plans) with :mod:`.cuda_arena` (one activation arena per process).
+:mod:`.base` is the seam (``LoadedModel``); :mod:`.loading` (runtime name → its loader, each
+runtime imported with its first load); :mod:`.ort` (the only serving-side ONNX Runtime user)
+with :mod:`.ort_providers` (delegate config → execution providers, pure); :mod:`.trt` (TensorRT
+plans) with :mod:`.cuda_arena` (one activation arena per process).
 
 May use: :mod:`agent.engines`, :mod:`agent.trust`, :mod:`agent.telemetry`, :mod:`agent.link`,
 :mod:`agent.hardware`, :mod:`shared`.

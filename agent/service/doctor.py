@@ -1,409 +1,51 @@
 """``jetfleet-agent doctor``: what stands between this gateway and serving, each with its fix.
 
-The checks are pure functions of what the probes found (:class:`Observations`), so every verdict
-is testable without the hardware; :func:`observe` runs the real probes (TCP to the broker, then
-TLS and an MQTT CONNECT as this agent (:mod:`agent.link.broker_probe`), HTTP(S) to the controller's
-``/healthz`` verified against ``controller_ca_file``, the hardware probe, the credential
-directory, the disk).
-:func:`evaluate` turns the verdicts into the exit code: non-zero when one of them blocks serving.
+The command runs the probes (:mod:`agent.service.doctor_probes`: broker, controller, hardware,
+credentials, disk), judges what they saw with the pure checks (:mod:`agent.service.doctor_checks`)
+and prints one line per check, or JSON; it exits 1 when a check blocks serving. The names callers
+use (``observe``, ``run_checks``, ``Observations``...) are importable from here.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
-import ssl
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
+from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
-from typing import Literal
 
 import click
-import httpx
 
 from agent.errors import SettingsError
-from agent.hardware.probe import HardwareFacts, probe_hardware
-from agent.link.broker_probe import BrokerAnswer, probe_broker
-from agent.settings import AgentSettings, load_settings
-from shared.transport import agent_client_id
-
-Status = Literal["ok", "warn", "fail"]
-
-CREDENTIALS_DIR = Path("/etc/jetfleet/credentials")
-"""Where operators put secrets; systemd hands them to the service via LoadCredential."""
-
-MIN_FREE_BYTES = 512 * 1024 * 1024
-"""Below this a model download or engine build in the state directory fails outright."""
-
-MAX_SKEW_S = 5.0
-"""Clock skew beyond which telemetry timestamps and expiring credentials go wrong."""
-
-PROBE_TIMEOUT_S = 3.0
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One check's verdict: ``fail`` blocks serving, ``warn`` degrades it, ``ok`` is fine."""
-
-    name: str
-    status: Status
-    detail: str
-    fix: str = ""
-
-
-@dataclass(frozen=True)
-class HttpAnswer:
-    """What the controller answered: its status and ``Date`` header, or why there was none."""
-
-    status_code: int | None = None
-    date: str | None = None
-    error: str | None = None
-    tls_error: bool = False
-    """The error is about TLS: the CA file, or the certificate check of the controller."""
-
-
-@dataclass(frozen=True)
-class Observations:
-    """Everything the probes saw; the checks read only this."""
-
-    broker_url: str
-    broker_error: str | None
-    controller_url: str | None
-    controller: HttpAnswer | None
-    local_time: datetime
-    credentials: Sequence[str] | None
-    credentials_error: str | None
-    hardware: HardwareFacts
-    runtime_setting: str
-    state_dir: Path
-    free_bytes: int | None
-    engine_cache_bytes: int
-    free_error: str | None = None
-    broker: BrokerAnswer | None = None
-    """TLS and MQTT CONNECT as this agent, once TCP got through; None when not probed."""
-
-
-_BROKER_FIXES = {
-    "tls_files": "put the PEM file there or fix broker_ca_file / broker_cert_file / "
-    "broker_key_file in /etc/jetfleet/agent.toml",
-    "tls_verify": "set broker_ca_file in /etc/jetfleet/agent.toml to the CA that signed the "
-    "broker's certificate (and use a broker_url host the certificate names)",
-    "tls_handshake": "the broker may want a client certificate (broker_cert_file and "
-    "broker_key_file), or this port does not speak TLS: check broker_url",
-    "tls_session": "the broker wants a client certificate it trusts: set broker_cert_file and "
-    "broker_key_file (or check that broker_url names an MQTT listener)",
-    "refused": "check broker_username/broker_password (re-enrol the gateway to get new ones)",
-    "not_mqtt": "this port is not an MQTT listener of that kind: if the broker expects TLS "
-    "there, use mqtts:// in broker_url",
-    "unreachable": "start the broker or fix broker_url in /etc/jetfleet/agent.toml",
-}
-
-
-def check_broker(obs: Observations) -> CheckResult:
-    """The MQTT broker accepts this agent (TCP, TLS, credentials): else no desired state arrives."""
-    if obs.broker_error is not None:
-        return CheckResult(
-            "broker",
-            "fail",
-            f"{obs.broker_url} unreachable: {obs.broker_error}",
-            "start the broker or fix broker_url in /etc/jetfleet/agent.toml (and the firewall)",
-        )
-    answer = obs.broker
-    if answer is None:
-        return CheckResult("broker", "ok", f"{obs.broker_url} reachable")
-    if answer.problem is not None:
-        kind = "TLS to " if answer.problem.startswith("tls_") else ""
-        return CheckResult(
-            "broker",
-            "fail",
-            f"{kind}{obs.broker_url} failed: {answer.detail}",
-            _BROKER_FIXES[answer.problem],
-        )
-    over = " over TLS" if answer.tls else ""
-    return CheckResult("broker", "ok", f"{obs.broker_url} accepts this agent{over}")
-
-
-def check_controller(obs: Observations) -> CheckResult:
-    """The controller answers ``/healthz``: artifacts are downloaded from it."""
-    if obs.controller_url is None:
-        return CheckResult(
-            "controller",
-            "warn",
-            "controller_url not set: relative artifact URLs cannot be resolved",
-            "set controller_url = http://HOST:8080 in /etc/jetfleet/agent.toml",
-        )
-    answer = obs.controller or HttpAnswer(error="not probed")
-    if answer.tls_error:
-        return CheckResult(
-            "controller",
-            "fail",
-            f"TLS to {obs.controller_url} failed: {answer.error}",
-            "set controller_ca_file in /etc/jetfleet/agent.toml to the CA that signed the "
-            "controller's certificate (and use a controller_url host the certificate names)",
-        )
-    if answer.error is not None or answer.status_code is None:
-        return CheckResult(
-            "controller",
-            "fail",
-            f"{obs.controller_url} unreachable: {answer.error}",
-            "start jetfleet-controller or fix controller_url in /etc/jetfleet/agent.toml",
-        )
-    if answer.status_code != 200:
-        return CheckResult(
-            "controller",
-            "fail",
-            f"{obs.controller_url}/healthz answered HTTP {answer.status_code}",
-            "see `journalctl -u jetfleet-controller` on the controller host",
-        )
-    return CheckResult("controller", "ok", f"{obs.controller_url} healthy")
-
-
-def check_credentials(obs: Observations) -> CheckResult:
-    """Credentials exist; none yet means this gateway is not enrolled (a warning)."""
-    if obs.credentials_error is not None:
-        return CheckResult(
-            "credentials",
-            "warn",
-            f"cannot read credentials: {obs.credentials_error}",
-            "run `sudo jetfleet-agent doctor` (the credential directory is root-only)",
-        )
-    if not obs.credentials:
-        return CheckResult(
-            "credentials",
-            "warn",
-            "not enrolled: no credentials found",
-            f"put this gateway's credentials in {CREDENTIALS_DIR}/ (mode 0600, owner root)",
-        )
-    return CheckResult("credentials", "ok", f"{len(obs.credentials)} present")
-
-
-def check_tensorrt(obs: Observations) -> CheckResult:
-    """TensorRT imports (and which version); required only when ``runtime = tensorrt``."""
-    version = obs.hardware.tensorrt_version
-    if version is not None:
-        return CheckResult("tensorrt", "ok", f"TensorRT {version}")
-    source = obs.hardware.sources.get("tensorrt")
-    reason = (source.reason if source else None) or "TensorRT not importable"
-    fix = "sudo apt install python3-libnvinfer (JetPack) or set runtime = onnxruntime"
-    if obs.runtime_setting == "tensorrt":
-        return CheckResult("tensorrt", "fail", reason, fix)
-    if obs.runtime_setting == "onnxruntime":
-        return CheckResult("tensorrt", "ok", "not needed: runtime = onnxruntime")
-    return CheckResult("tensorrt", "warn", f"{reason}; serving with ONNX Runtime (CPU)", fix)
-
-
-def check_cuda(obs: Observations) -> CheckResult:
-    """A CUDA device answers; TensorRT cannot run without one."""
-    hw = obs.hardware
-    if hw.cuda_device:
-        name = (hw.gpu.name if hw.gpu else None) or "a CUDA device"
-        return CheckResult("cuda", "ok", f"{name} answers")
-    reasons = "; ".join(
-        f"{name}: {hw.sources[name].reason}"
-        for name in ("cuda", "nvml")
-        if name in hw.sources and hw.sources[name].reason
-    )
-    detail = f"no CUDA device answered ({reasons or 'no CUDA source'})"
-    fix = "add the jetfleet user to groups video and render; check `nvidia-smi` / JetPack"
-    if obs.runtime_setting == "tensorrt":
-        return CheckResult("cuda", "fail", detail, fix)
-    if obs.runtime_setting == "onnxruntime":
-        return CheckResult("cuda", "ok", "not needed: runtime = onnxruntime")
-    return CheckResult("cuda", "warn", detail, fix)
-
-
-def _jetson_source_check(obs: Observations, name: str, fix: str) -> CheckResult:
-    source = obs.hardware.sources.get(name)
-    if obs.hardware.jetson is None:
-        return CheckResult(name, "ok", "not a Jetson: not needed")
-    if source is not None and source.available:
-        return CheckResult(name, "ok", "answers")
-    reason = (source.reason if source else None) or "not probed"
-    return CheckResult(name, "warn", reason, fix)
-
-
-def check_jtop(obs: Observations) -> CheckResult:
-    """jtop's service answers on a Jetson (it reads jetson_clocks without root)."""
-    return _jetson_source_check(
-        obs, "jtop", "sudo pip3 install -U jetson-stats && sudo systemctl restart jtop.service"
-    )
-
-
-def check_nvpmodel(obs: Observations) -> CheckResult:
-    """The agent may run ``nvpmodel -q`` on a Jetson (it reports the power mode)."""
-    return _jetson_source_check(
-        obs, "nvpmodel", "install nvidia-l4t-nvpmodel; allow jetfleet to run /usr/sbin/nvpmodel"
-    )
-
-
-def check_disk(obs: Observations) -> CheckResult:
-    """Free space where downloads and engines go: fail below 512 MiB, warn below the cache size."""
-    if obs.free_bytes is None:
-        return CheckResult(
-            "disk",
-            "fail",
-            f"cannot measure {obs.state_dir}: {obs.free_error}",
-            f"create it: sudo install -d -o jetfleet -g jetfleet -m 0750 {obs.state_dir}",
-        )
-    free_mib = obs.free_bytes // (1024 * 1024)
-    detail = f"{free_mib} MiB free in {obs.state_dir}"
-    fix = f"free space on the file system of {obs.state_dir} or lower engine_cache_mib"
-    if obs.free_bytes < MIN_FREE_BYTES:
-        return CheckResult("disk", "fail", detail, fix)
-    if obs.free_bytes < obs.engine_cache_bytes:
-        return CheckResult("disk", "warn", f"{detail}, less than engine_cache_mib", fix)
-    return CheckResult("disk", "ok", detail)
-
-
-def clock_skew_s(local: datetime, date_header: str) -> float:
-    """Seconds this clock runs ahead of the server's (``Date`` has one-second resolution)."""
-    return (local - parsedate_to_datetime(date_header)).total_seconds()
-
-
-def check_clock(obs: Observations) -> CheckResult:
-    """This clock agrees with the controller's ``Date`` header within a few seconds."""
-    answer = obs.controller
-    if answer is None or answer.date is None:
-        return CheckResult("clock", "warn", "no Date from the controller to compare with")
-    try:
-        skew = clock_skew_s(obs.local_time, answer.date)
-    except (TypeError, ValueError):
-        return CheckResult("clock", "warn", f"unreadable Date header {answer.date!r}")
-    detail = f"{skew:+.0f} s against the controller"
-    if abs(skew) > MAX_SKEW_S:
-        return CheckResult("clock", "warn", detail, "sudo timedatectl set-ntp true")
-    return CheckResult("clock", "ok", detail)
-
-
-CHECKS: tuple[Callable[[Observations], CheckResult], ...] = (
+from agent.service.doctor_checks import (
+    CHECKS,
+    CheckResult,
+    HttpAnswer,
+    Observations,
     check_broker,
     check_controller,
-    check_credentials,
-    check_tensorrt,
-    check_cuda,
-    check_jtop,
-    check_nvpmodel,
-    check_disk,
-    check_clock,
+    evaluate,
+    run_checks,
 )
+from agent.service.doctor_probes import free_bytes, http_health, list_credentials, observe
+from agent.settings import load_settings
 
-
-def run_checks(obs: Observations) -> list[CheckResult]:
-    """Every check's verdict, in the order they are printed."""
-    return [check(obs) for check in CHECKS]
-
-
-def evaluate(results: Sequence[CheckResult]) -> int:
-    """Exit code: 1 when any check fails (serving is blocked), else 0 (warnings included)."""
-    return 1 if any(r.status == "fail" for r in results) else 0
-
-
-def tcp_error(host: str, port: int, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
-    """None when ``host:port`` accepts a TCP connection, else why not."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return None
-    except OSError as exc:
-        return str(exc) or type(exc).__name__
-
-
-def http_health(
-    base_url: str, ca_file: Path | None = None, timeout_s: float = PROBE_TIMEOUT_S
-) -> HttpAnswer:
-    """GET ``base_url/healthz`` (https verified against ``ca_file`` or the system CAs)."""
-    verify: ssl.SSLContext | bool = True
-    if ca_file is not None:
-        try:
-            verify = ssl.create_default_context(cafile=str(ca_file))
-        except (OSError, ValueError) as exc:
-            reason = "not found" if isinstance(exc, FileNotFoundError) else str(exc)
-            return HttpAnswer(error=f"controller_ca_file {ca_file}: {reason}", tls_error=True)
-    try:
-        response = httpx.get(f"{base_url}/healthz", timeout=timeout_s, verify=verify)
-    except httpx.HTTPError as exc:
-        return HttpAnswer(error=str(exc) or type(exc).__name__, tls_error=_caused_by_tls(exc))
-    return HttpAnswer(status_code=response.status_code, date=response.headers.get("date"))
-
-
-def _caused_by_tls(exc: BaseException) -> bool:
-    """True when a certificate check failed somewhere in ``exc``'s chain."""
-    seen: BaseException | None = exc
-    for _ in range(8):
-        if seen is None:
-            return False
-        if isinstance(seen, ssl.SSLCertVerificationError):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def list_credentials(env: dict[str, str]) -> tuple[list[str] | None, str | None]:
-    """Credential names from ``$CREDENTIALS_DIRECTORY`` (under systemd) or the config dir."""
-    directory = Path(env.get("CREDENTIALS_DIRECTORY") or CREDENTIALS_DIR)
-    try:
-        return sorted(p.name for p in directory.iterdir() if p.is_file()), None
-    except FileNotFoundError:
-        return [], None
-    except OSError as exc:
-        return None, f"{directory}: {exc.strerror or exc}"
-
-
-def free_bytes(path: Path) -> tuple[int | None, str | None]:
-    """Free bytes on the file system holding ``path`` (or its nearest existing parent)."""
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    try:
-        return shutil.disk_usage(probe).free, None
-    except OSError as exc:
-        return None, str(exc)
-
-
-def observe(
-    settings: AgentSettings, hardware: Callable[[], HardwareFacts] = probe_hardware
-) -> Observations:
-    """Run the real probes for ``settings`` on this host."""
-    host, port = settings.broker
-    controller = (
-        http_health(settings.controller_url, settings.controller_ca_file)
-        if settings.controller_url
-        else None
-    )
-    credentials, cred_error = list_credentials(dict(os.environ))
-    free, free_error = free_bytes(settings.state_dir)
-    broker_error = tcp_error(host, port)
-    broker = None
-    if broker_error is None:
-        try:
-            auth = settings.mqtt_auth
-        except SettingsError as exc:
-            broker = BrokerAnswer("tls_files", str(exc), tls=settings.broker_tls)
-        else:
-            agent_id = agent_client_id(settings.device_id) if settings.device_id else None
-            broker = probe_broker(
-                host, port, settings.broker_tls, auth, client_id=agent_id if auth.username else None
-            )
-    return Observations(
-        broker_url=settings.broker_url,
-        broker_error=broker_error,
-        broker=broker,
-        controller_url=settings.controller_url,
-        controller=controller,
-        local_time=datetime.now(timezone.utc),
-        credentials=credentials,
-        credentials_error=cred_error,
-        hardware=hardware(),
-        runtime_setting=settings.runtime,
-        state_dir=settings.state_dir,
-        free_bytes=free,
-        free_error=free_error,
-        engine_cache_bytes=settings.engine_cache_mib * 1024 * 1024,
-    )
+__all__ = [  # the doctor's names, wherever they live (callers import them from here)
+    "CHECKS",
+    "CheckResult",
+    "HttpAnswer",
+    "Observations",
+    "check_broker",
+    "check_controller",
+    "doctor",
+    "evaluate",
+    "free_bytes",
+    "http_health",
+    "list_credentials",
+    "observe",
+    "render_text",
+    "run_checks",
+]
 
 
 def render_text(results: Sequence[CheckResult]) -> str:

@@ -8,6 +8,9 @@ the abstract namespace. Outside systemd (no ``$NOTIFY_SOCKET``) every call is a 
 The watchdog must prove the reconcile loop is alive, not merely that the process exists: the loop
 calls :meth:`Heartbeat.beat` each tick and :class:`Watchdog` pings only while the last beat is
 recent (:func:`loop_alive`), so a stuck loop stops the pings and systemd restarts the agent.
+The pinging thread itself runs under :class:`shared.supervision.Supervised` (policy
+``restart``): a poll that raises is logged and pinging resumes, instead of the watchdog going
+silent and systemd killing a healthy agent.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
+
+from shared.supervision import Supervised
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +129,7 @@ class Watchdog:
         self._last_tick = last_tick
         self._clock = clock
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: Supervised | None = None
 
     @classmethod
     def from_environment(
@@ -143,18 +148,19 @@ class Watchdog:
         return self.notifier.watchdog()
 
     def start(self) -> None:
-        """Poll every quarter interval in a daemon thread until :meth:`stop`."""
+        """Poll every quarter interval in a supervised daemon thread until :meth:`stop`."""
         if self._thread is not None:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="sd-watchdog", daemon=True)
-        self._thread.start()
+        self._thread = Supervised(
+            "sd-watchdog", self._run, policy="restart", stop=self._stop, logger=log
+        ).start()
 
     def stop(self) -> None:
         """Stop polling (no more pings)."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(5)
             self._thread = None
 
     def _run(self) -> None:

@@ -13,6 +13,10 @@ swap never fails a request (see :mod:`agent.serving.core`). With a :class:`Batch
 of models that ask for it are dynamically batched on their leased engine
 (:mod:`agent.serving.batching`).
 
+The uvicorn thread runs under :class:`shared.supervision.Supervised` with policy ``exit``: a
+gateway whose KServe server died serves nothing while it goes on reporting, so the process ends
+(status 70) and systemd starts it again.
+
 Starlette rather than FastAPI: the routes take no validated bodies (the KServe body is parsed
 by :mod:`agent.serving.kserve`), and FastAPI's import alone costs an idle agent
 ~11 MB of RSS (issue 6).
@@ -22,8 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -53,6 +57,9 @@ from agent.serving.kserve import (
 from agent.serving.prometheus import CONTENT_TYPE, PromMetrics
 from agent.serving.shared_memory import RegionError, SharedMemoryRegions
 from agent.telemetry.metrics import Metrics
+from shared.supervision import Supervised
+
+log = logging.getLogger(__name__)
 
 PLATFORM = "onnxruntime_onnx"
 EXTENSIONS = ["binary_tensor_data", "model_repository_metadata", "metrics"]
@@ -291,10 +298,21 @@ class _HttpProtocol(HttpToolsProtocol):
 
 
 class ServingServer:
-    """Runs an ASGI app with uvicorn in a daemon thread; ``start`` returns the bound port."""
+    """Runs an ASGI app with uvicorn in a daemon thread; ``start`` returns the bound port.
 
-    def __init__(self, app: Starlette, host: str, port: int) -> None:
+    Once started, a server that stops without :meth:`stop` (its loop raised, or it returned on
+    its own) calls ``on_fatal(name, exc)``: by default the process exits so systemd restarts it.
+    """
+
+    def __init__(
+        self,
+        app: Starlette,
+        host: str,
+        port: int,
+        on_fatal: Callable[[str, BaseException], None] | None = None,
+    ) -> None:
         self._host = host
+        self._on_fatal = on_fatal
         config = uvicorn.Config(
             app,
             host=host,
@@ -306,7 +324,7 @@ class ServingServer:
         )
         config.ws = "none"
         self._server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
+        self._thread: Supervised | None = None
         self.port = port
 
     def start(self, timeout_s: float = 15.0) -> int:
@@ -326,10 +344,9 @@ class ServingServer:
                 "set JETFLEET_SERVE_ADDRESS to a free HOST:PORT"
             ) from exc
         self.port = int(sock.getsockname()[1])
-        self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="kserve", daemon=True
-        )
-        self._thread.start()
+        self._thread = Supervised(
+            "kserve", lambda: self._serve(sock), policy="exit", on_fatal=self._on_fatal, logger=log
+        ).start()
         deadline = time.monotonic() + timeout_s
         while not self._server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
@@ -337,6 +354,22 @@ class ServingServer:
                 raise StartupError(f"the KServe server on {self._host}:{self.port} did not start")
             time.sleep(0.02)
         return self.port
+
+    def _serve(self, sock: socket.socket) -> None:
+        """The thread's body: serve until :meth:`stop`; any other end raises (fatal).
+
+        A failure before the server started is only logged: :meth:`start` reports it as a
+        StartupError, as it does for a port that is taken.
+        """
+        try:
+            self._server.run(sockets=[sock])
+        except BaseException:
+            if not self._server.started or self._server.should_exit:
+                log.exception("the KServe server on %s:%s failed", self._host, self.port)
+                return
+            raise
+        if self._server.started and not self._server.should_exit:
+            raise RuntimeError(f"the KServe server on {self._host}:{self.port} stopped by itself")
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop accepting requests, let in-flight ones finish, and join the thread."""

@@ -2,7 +2,8 @@
 
 :mod:`.hotswap` runs admission → load → validate → journal → switch → drain → free;
 :mod:`.admission` (pure) and :mod:`.headroom` (the adapter that measures memory) decide warm,
-cold or refuse; :mod:`.validation` checks outputs against the reference; :mod:`.journal` keeps
+cold or refuse; :mod:`.budget` reserves memory for every engine the agent loads (swaps and
+jobs) under one lock; :mod:`.validation` checks outputs against the reference; :mod:`.journal` keeps
 crash-safe engine pointers; :mod:`.worker` runs each engine in a child process
 (``swap_mode = worker_process``); :mod:`.loaders` picks the load function for a slot's
 runtime and swap mode; :mod:`.test_hooks` lets a test ``kill -9`` the agent at a named step.

@@ -16,6 +16,10 @@ and validates the new one, and on failure reloads the old one before resuming; t
 requests are then served by whichever is active. A validation failure leaves the old entry
 serving and raises :class:`ValidationFailed` naming every problem. Memory is snapshotted before
 and after each swap; :class:`SwapStats` keeps them for ``/metrics`` and telemetry.
+
+Admission goes through the agent's one :class:`~agent.swap.budget.MemoryBudget`, which the jobs
+thread shares: each served entry holds its :class:`~agent.swap.budget.Reservation` until it is
+closed, a swap's new engine holds one from admission on.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from typing import Any
 from agent.errors import AgentError, ModelLoadError
 from agent.runtimes.base import LoadedModel
 from agent.serving.core import ModelRegistry, ServedModel
-from agent.swap.admission import Admission, Need, decide
+from agent.swap.admission import Need
+from agent.swap.budget import MemoryBudget, Reservation
 from agent.swap.headroom import HeadroomProbe, MemorySnapshot
 from agent.swap.journal import Pointer, SwapJournal
 from agent.swap.test_hooks import pause_point
@@ -104,7 +109,11 @@ class Candidate:
 
 
 class HotSwapper:
-    """Runs swaps on one registry; one swap at a time (the agent's loop thread)."""
+    """Runs swaps on one registry; one swap at a time (the agent's loop thread).
+
+    ``budget`` is the memory budget shared with the jobs (one of its own over ``probe`` when
+    none is given).
+    """
 
     def __init__(
         self,
@@ -113,15 +122,17 @@ class HotSwapper:
         probe: HeadroomProbe,
         state_dir: Path,
         drain_timeout_s: float = 30.0,
+        budget: MemoryBudget | None = None,
     ) -> None:
         self.registry = registry
         self.journal = journal
         self.probe = probe
+        self.budget = budget or MemoryBudget(probe)
         self.stats = SwapStats()
         self._state_dir = state_dir
         self._drain_timeout_s = drain_timeout_s
         self._lock = threading.Lock()
-        self._needs: dict[int, Need] = {}
+        self._held: dict[int, Reservation] = {}
         self._reloads: dict[int, Callable[[], LoadedModel]] = {}
         self._replacing = False
 
@@ -129,33 +140,39 @@ class HotSwapper:
         if self._replacing:
             pause_point(step, self._state_dir)
 
-    def _entry(self, c: Candidate, model: LoadedModel) -> ServedModel:
+    def _entry(self, c: Candidate, model: LoadedModel, reservation: Reservation) -> ServedModel:
         entry = ServedModel(
             c.name, c.version, c.sha256, model, c.max_queue, engine_key=c.pointer.engine_key
         )
-        self._needs[id(entry)] = c.need
+        self._held[id(entry)] = reservation
+        reservation.loaded()
         self._reloads[id(entry)] = c.load
         return entry
 
     def _forget(self, entry: ServedModel) -> None:
-        self._needs.pop(id(entry), None)
+        reservation = self._held.pop(id(entry), None)
+        if reservation is not None:
+            reservation.release()
         self._reloads.pop(id(entry), None)
 
-    def admit(self, c: Candidate) -> Admission:
-        """The admission decision for ``c`` against every resident model now."""
-        old = self.registry.get(c.name)
-        residents = [self._needs.get(id(e), Need(0)) for e in self.registry.entries()]
-        old_need = self._needs.get(id(old), Need(0)) if old is not None else None
-        refittable = bool(getattr(old.model, "refittable", False)) if old is not None else False
-        return decide(c.need, old_need, residents, self.probe.headroom(), refittable)
+    def _attached(self, reservation: Reservation) -> bool:
+        return any(r is reservation for r in self._held.values())
 
     def swap(self, c: Candidate) -> SwapRecord:
         """Serve ``c`` in place of what serves ``c.name`` now; on failure the old one serves."""
         with self._lock:
             started = time.monotonic()
             before = self.probe.snapshot()
-            admission = self.admit(c)
-            self._replacing = self.registry.get(c.name) is not None
+            old = self.registry.get(c.name)
+            refittable = bool(getattr(old.model, "refittable", False)) if old is not None else False
+            reservation = self.budget.reserve(
+                c.need,
+                f"{c.name} {c.version}",
+                replacing=self._held.get(id(old)) if old is not None else None,
+                refittable=refittable,
+            )
+            admission = reservation.admission
+            self._replacing = old is not None
             if admission.mode == "refuse":
                 self.stats.fail(c.name)
                 raise AdmissionRefused(f"{c.name} {c.version}: {admission.reason}")
@@ -165,15 +182,18 @@ class HotSwapper:
                 if admission.mode == "refit" and self._refit(c):
                     mode = "refit"
                 elif admission.mode in ("cold", "refit"):
-                    self._cold(c)
+                    self._cold(c, reservation)
                     mode = "cold"
                 else:
-                    self._warm(c)
+                    self._warm(c, reservation)
                     mode = "warm"
             except AgentError:
                 self.journal.abort(c.name)
                 self.stats.fail(c.name)
                 raise
+            finally:
+                if not self._attached(reservation):
+                    reservation.release()
             # The young generations only: a full collection walks every object of the process
             # (FastAPI, pydantic, ...) holding the GIL, ~20 ms on a 2-core VM, and every
             # serving thread waits for it (bench/hot_swap.py: p99 during swaps 2.3-3.4x steady
@@ -193,7 +213,7 @@ class HotSwapper:
             self._step("swap:drained")
             return record
 
-    def _load_and_validate(self, c: Candidate) -> ServedModel:
+    def _load_and_validate(self, c: Candidate, reservation: Reservation) -> ServedModel:
         model = c.load()
         self._step("swap:loaded")
         try:
@@ -207,7 +227,7 @@ class HotSwapper:
                 f"validation against {report.checked} failed: " + "; ".join(report.problems)
             )
         self._step("swap:validated")
-        return self._entry(c, model)
+        return self._entry(c, model, reservation)
 
     def _switch(self, c: Candidate, entry: ServedModel) -> ServedModel | None:
         self.registry.stage(entry)
@@ -227,11 +247,11 @@ class HotSwapper:
         old.close()
         self._forget(old)
 
-    def _warm(self, c: Candidate) -> None:
-        entry = self._load_and_validate(c)
+    def _warm(self, c: Candidate, reservation: Reservation) -> None:
+        entry = self._load_and_validate(c, reservation)
         self._retire(self._switch(c, entry))
 
-    def _cold(self, c: Candidate) -> None:
+    def _cold(self, c: Candidate, reservation: Reservation) -> None:
         self.registry.pause(c.name)
         try:
             old = self.registry.deactivate(c.name)
@@ -240,7 +260,7 @@ class HotSwapper:
                 old.close()
             self._step("swap:unloaded")
             try:
-                entry = self._load_and_validate(c)
+                entry = self._load_and_validate(c, reservation)
             except AgentError:
                 if old is not None:
                     self._reload(old)
@@ -254,14 +274,23 @@ class HotSwapper:
     def _reload(self, old: ServedModel) -> None:
         """Bring the previous version back after a failed cold swap."""
         load = self._reloads.pop(id(old), None)
-        need = self._needs.pop(id(old), Need(0))
+        reservation = self._held.pop(id(old), None)
         if load is None:
             log.error("%s: cannot reload %s (no loader kept)", old.name, old.version)
+            if reservation is not None:
+                reservation.release()
             return
+        try:
+            model = load()
+        except BaseException:
+            if reservation is not None:
+                reservation.release()
+            raise
         entry = ServedModel(
-            old.name, old.version, old.sha256, load(), old.max_queue, engine_key=old.engine_key
+            old.name, old.version, old.sha256, model, old.max_queue, engine_key=old.engine_key
         )
-        self._needs[id(entry)] = need
+        if reservation is not None:
+            self._held[id(entry)] = reservation
         self._reloads[id(entry)] = load
         self.registry.stage(entry)
         self.registry.promote(old.name)
@@ -303,7 +332,12 @@ class HotSwapper:
     def restore(self, name: str, c: Candidate) -> None:
         """Serve ``c`` at start-up from the journal (no admission, no drain: nothing serves)."""
         with self._lock:
-            model = c.load()
-            entry = self._entry(c, model)
+            reservation = self.budget.hold(c.need, f"{c.name} {c.version}")
+            try:
+                model = c.load()
+            except BaseException:
+                reservation.release()
+                raise
+            entry = self._entry(c, model, reservation)
             self.registry.stage(entry)
             self.registry.promote(name)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.durable_files import write_atomically
+from agent.hardware.runtime_kinds import ONNXRUNTIME
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ class Pointer:
     sha256: str
     engine_path: str
     engine_key: str | None = None
-    runtime: str = "onnxruntime"
+    runtime: str = ONNXRUNTIME.name
 
 
 @dataclass(frozen=True)

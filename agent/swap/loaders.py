@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.runtimes.base import LoadedModel, ModelLoader
+from agent.runtimes.loading import load_engine
 from shared.messages import ModelSlot
 
 
@@ -21,18 +22,11 @@ def loader_for(runtime: str, swap_mode: str = "in_process") -> ModelLoader:
 
         loader: ModelLoader = load_in_worker(runtime)
         return loader
-    if runtime == "tensorrt":
-        from agent.runtimes.trt import load_trt
 
-        return load_trt
-    return load_ort_lazily
+    def load(path: Path, *, intra_op_threads: int = 1) -> LoadedModel:
+        return load_engine(runtime, path, intra_op_threads=intra_op_threads)
 
-
-def load_ort_lazily(path: Path, *, intra_op_threads: int = 1) -> LoadedModel:
-    """ONNX Runtime with the default delegate config, imported on the first load."""
-    from agent.runtimes.ort import load_ort
-
-    return load_ort(path, intra_op_threads=intra_op_threads)
+    return load
 
 
 def slot_loader(
@@ -52,18 +46,9 @@ def slot_loader(
     """
     threads = slot.serving.intra_op_threads
     in_process = swap_mode == "in_process"
-    if runtime == "tensorrt" and not custom and in_process:
-        from agent.runtimes.trt import load_trt
-
-        streams, dla = slot.delegate.streams, slot.delegate.dla_core
-        return lambda: load_trt(path, intra_op_threads=threads, streams=streams, dla_core=dla)
-    if runtime == "onnxruntime" and not custom and in_process:
+    if not custom and in_process:
         delegate = slot.delegate
-
-        def load() -> LoadedModel:
-            from agent.runtimes.ort import load_ort
-
-            return load_ort(path, intra_op_threads=threads, delegate=delegate)
-
-        return load
+        return lambda: load_engine(
+            runtime, path, intra_op_threads=threads, delegate=delegate, streams=delegate.streams
+        )
     return lambda: fallback(path, intra_op_threads=threads)

@@ -44,14 +44,9 @@ START_TIMEOUT_S = 120.0
 def _worker_main(conn: Connection, runtime: str, path: str, threads: int) -> None:
     """The child: load, report the I/O specs, then answer requests until told to stop."""
     try:
-        if runtime == "tensorrt":
-            from agent.runtimes.trt import load_trt
+        from agent.runtimes.loading import load_engine
 
-            model: Any = load_trt(Path(path), intra_op_threads=threads)
-        else:
-            from agent.runtimes.ort import load_ort
-
-            model = load_ort(Path(path), intra_op_threads=threads)
+        model: Any = load_engine(runtime, Path(path), intra_op_threads=threads)
     except Exception as exc:  # noqa: BLE001 - the child's last word goes to the parent verbatim
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return

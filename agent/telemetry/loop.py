@@ -4,6 +4,11 @@
 ``Telemetry``; :class:`TelemetryLoop` runs the sampler every ``interval_s`` so a long engine
 build on the reconcile loop never delays telemetry. Sample ids are ``<device>:<boot>:<seq>``:
 unique across restarts, ordered within one, and the controller's idempotency key.
+
+The sampling thread runs under :class:`shared.supervision.Supervised` (policy ``restart``): a
+sample that raises is logged with the thread's name and sampling goes on after a short backoff,
+so one bad sample never ends telemetry. The sequence number lives on the loop, not the thread,
+so ids stay unique across such restarts.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from datetime import datetime, timezone
 from agent.link.outbox import Outbox
 from agent.telemetry.collectors.health import HealthReadings, HealthSampler
 from shared.messages import ModelStats, Telemetry
+from shared.supervision import Supervised
 from shared.topics import Channel
 
 log = logging.getLogger(__name__)
@@ -83,7 +89,7 @@ class TelemetryLoop:
         self._clock = clock
         self._seq = 0
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: Supervised | None = None
 
     def sample(self, elapsed_s: float) -> Telemetry:
         """Take one sample now (covering ``elapsed_s``) and spool it."""
@@ -100,12 +106,13 @@ class TelemetryLoop:
         return sample
 
     def start(self) -> None:
-        """Sample on a daemon thread until :meth:`stop`."""
+        """Sample on a supervised daemon thread until :meth:`stop`."""
         if self._thread is not None:
             return
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="telemetry", daemon=True)
-        self._thread.start()
+        self._thread = Supervised(
+            "telemetry", self._run, policy="restart", stop=self._stop, logger=log
+        ).start()
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop sampling (after the sample in progress)."""
@@ -115,11 +122,9 @@ class TelemetryLoop:
             thread.join(timeout_s)
 
     def _run(self) -> None:
+        """The thread's body: one sample per interval until stopped (a raise restarts it)."""
         last = self._clock()
         while not self._stop.wait(max(0.0, last + self._interval_s - self._clock())):
             now = self._clock()
-            try:
-                self.sample(now - last)
-            except Exception:  # one bad sample must not end telemetry
-                log.exception("telemetry sample failed")
+            self.sample(now - last)
             last = now

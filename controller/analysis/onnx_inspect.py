@@ -13,8 +13,8 @@ from pathlib import Path
 
 import onnx
 
-from controller.api.schemas import TensorSpec
 from controller.errors import InvalidModel, TooManyNodes
+from controller.records import TensorInfo
 
 _KSERVE_DATATYPES: dict[int, str] = {
     onnx.TensorProto.FLOAT: "FP32",
@@ -41,8 +41,8 @@ QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 class ModelSignature:
     """What the controller records about an uploaded model."""
 
-    inputs: list[TensorSpec]
-    outputs: list[TensorSpec]
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
     has_qdq: bool
     nodes: int = 0
     """Nodes of the graph and of its subgraphs (If/Loop/Scan bodies)."""
@@ -94,7 +94,7 @@ def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
                     yield from _nodes(sub)
 
 
-def _spec(value: onnx.ValueInfoProto) -> TensorSpec:
+def _spec(value: onnx.ValueInfoProto) -> TensorInfo:
     tensor = value.type.tensor_type
     shape: list[int | str] = []
     for dim in tensor.shape.dim:
@@ -103,4 +103,4 @@ def _spec(value: onnx.ValueInfoProto) -> TensorSpec:
         else:
             shape.append(dim.dim_param or "?")
     datatype = _KSERVE_DATATYPES.get(tensor.elem_type, f"ONNX:{tensor.elem_type}")
-    return TensorSpec(name=value.name, datatype=datatype, shape=shape)
+    return TensorInfo(name=value.name, datatype=datatype, shape=tuple(shape))

@@ -14,6 +14,13 @@ One at a time: a burst of pushes queues up rather than taking every core. Versio
 when the controller stopped are queued again when it starts (the bytes are in the store and each
 run is bounded, so a restart loses no analysis), and so are those stopped at a bound shorter than
 the new one (an operator who raised ``--analysis-timeout`` gets them analysed).
+
+Supervised: a database error storing an outcome is logged and the next version is taken. Any
+other exception used to end the thread without a word, leaving every later push ``pending``
+for good; the thread runs under :class:`shared.supervision.Supervised` (``restart``), which
+logs it with the thread's name and takes the next queued version after a back-off (the queue
+lives outside the loop). The version whose run crashed stays ``pending`` until the next start,
+which queues it again.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from controller.artifacts.store import ArtifactStore
 from controller.db.repository import Repository
 from controller.errors import ControllerError
 from controller.records import VersionRecord
+from shared.supervision import Supervised
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +68,7 @@ class AnalysisRunner:
         self._queue: queue.Queue[VersionRecord | None] = queue.Queue()
         self._stopping = threading.Event()
         self._children = Children()
-        self._thread: threading.Thread | None = None
+        self._guard: Supervised | None = None
 
     def start(self) -> int:
         """Queue the versions left pending by an earlier run (and those that ran out of a
@@ -72,8 +80,9 @@ class AnalysisRunner:
             self._queue.put(record)
         if again:
             logger.info("queued the analysis of %d version(s) again", len(again))
-        self._thread = threading.Thread(target=self._loop, name="jetfleet-analysis", daemon=True)
-        self._thread.start()
+        self._guard = Supervised(
+            "jetfleet-analysis", self._loop, policy="restart", stop=self._stopping
+        ).start()
         return len(again)
 
     def submit(self, record: VersionRecord) -> None:
@@ -85,9 +94,9 @@ class AnalysisRunner:
         self._stopping.set()
         self._queue.put(None)
         self._children.stop()
-        if self._thread is not None:
-            self._thread.join(10)
-            self._thread = None
+        if self._guard is not None:
+            self._guard.join(10)
+            self._guard = None
 
     def _loop(self) -> None:
         while not self._stopping.is_set():

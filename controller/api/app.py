@@ -8,7 +8,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from controller.analysis.report import AnalysisReport
-from controller.api.convert import device_out, event_out, telemetry_out
+from controller.api.convert import (
+    config_change_out,
+    config_out,
+    deployment_out,
+    device_out,
+    event_out,
+    ingest_out,
+    model_out,
+    resolved_out,
+    telemetry_out,
+    version_out,
+)
 from controller.api.error_bodies import clip_echoes, validation_error_response
 from controller.api.routes_engines import engines_router
 from controller.api.routes_enrol import enrol_router
@@ -35,6 +46,7 @@ from controller.api.schemas import (
 from controller.artifacts.byte_range import plan_range
 from controller.artifacts.store import UploadTooLarge, check_upload_size, iter_range
 from controller.auth.install import install_auth
+from controller.dashboard.login import login_router
 from controller.errors import (
     BusError,
     Conflict,
@@ -48,8 +60,8 @@ from controller.errors import (
     ShuttingDown,
     TooManyNodes,
 )
-from controller.fleet.labels import check_labels
 from controller.services import Services
+from controller.trust.labels import check_labels
 from shared.engines import ArtifactOut
 from shared.messages import ArtifactRef
 from shared.topics import TopicError, check_device_id
@@ -100,6 +112,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(enrol_router(services), prefix="/api/v1")
     app.include_router(health_router(services))
     if services.access is not None:
+        app.include_router(login_router(services.access))
         install_auth(app, services.access)
     return app
 
@@ -140,7 +153,7 @@ def _devices(services: Services) -> APIRouter:
 
     @router.get("/ingest", tags=["ingest"])
     def ingest_stats() -> IngestStats:
-        return services.ingest.stats()
+        return ingest_out(services.ingest.stats())
 
     return router
 
@@ -171,7 +184,7 @@ def _models(services: Services) -> APIRouter:
         out, created = await run_in_threadpool(catalog.finish_upload, name, version, pending)
         if not created:
             response.status_code = 200
-        return out
+        return version_out(out)
 
     @router.put("/models/{name}/versions/{version}/reference")
     async def put_reference(name: str, version: str, request: Request) -> ArtifactRef:
@@ -181,15 +194,15 @@ def _models(services: Services) -> APIRouter:
 
     @router.get("/models")
     def list_models() -> list[ModelOut]:
-        return catalog.models()
+        return [model_out(name, versions) for name, versions in catalog.models().items()]
 
     @router.get("/models/{name}")
     def show_model(name: str) -> ModelOut:
-        return catalog.model(name)
+        return model_out(name, catalog.model(name))
 
     @router.get("/models/{name}/versions/{version}")
     def show_version(name: str, version: str) -> ModelVersionOut:
-        return catalog.version(name, version)
+        return version_out(catalog.version(name, version))
 
     @router.get("/models/{name}/versions/{version}/analysis")
     def show_analysis(name: str, version: str, trt: str = "10.1") -> AnalysisReport:
@@ -205,11 +218,22 @@ def _deployments(services: Services) -> APIRouter:
 
     @router.post("/deployments")
     def deploy(request: DeployRequest) -> DeploymentResult:
-        return services.fleet.deploy(request)
+        done = services.fleet.deploy(
+            request.model,
+            request.version,
+            device=request.device,
+            selector=request.selector,
+            delegate=request.delegate,
+            config=request.config,
+        )
+        return deployment_out(done)
 
     @router.post("/deployments/remove")
     def undeploy(request: UndeployRequest) -> DeploymentResult:
-        return services.fleet.undeploy(request)
+        done = services.fleet.undeploy(
+            request.model, device=request.device, selector=request.selector
+        )
+        return deployment_out(done)
 
     return router
 
@@ -221,30 +245,30 @@ def _configs(services: Services) -> APIRouter:
     @router.put("/configs/{name}")
     def put_config(name: str, layer: ConfigLayerIn) -> ConfigChange:
         """Create or replace one layer; slots using the config are re-resolved and republished."""
-        return services.fleet.put_config(name, layer.scope, layer.values)
+        return config_change_out(services.fleet.put_config(name, layer.scope, layer.values))
 
     @router.get("/configs")
     def list_configs() -> list[ConfigOut]:
-        return configs.all()
+        return [config_out(c) for c in configs.all()]
 
     @router.get("/configs/{name}")
     def show_config(name: str) -> ConfigOut:
-        return configs.show(name)
+        return config_out(configs.show(name))
 
     @router.delete("/configs/{name}")
     def delete_config(name: str, scope: str | None = None) -> ConfigChange:
         """Delete the layer ``scope`` (or, without it, every layer) and republish its users."""
-        return services.fleet.delete_config(name, scope)
+        return config_change_out(services.fleet.delete_config(name, scope))
 
     @router.get("/configs/{name}/resolve")
     def resolve_config(name: str, device: str, model: str) -> ResolvedConfigOut:
         """The effective config of ``model`` (N or N:V) on ``device`` under config ``name``."""
-        return configs.resolve(name, device, model)
+        return resolved_out(configs.resolve(name, device, model))
 
     @router.get("/devices/{device_id}/resolve")
     def resolve_slot(device_id: str, model: str) -> ResolvedConfigOut:
         """Like /configs/{name}/resolve with the config the device's slot names (or none)."""
-        return configs.resolve(None, device_id, model)
+        return resolved_out(configs.resolve(None, device_id, model))
 
     return router
 

@@ -1,11 +1,41 @@
-"""Records → API response bodies."""
+"""Records → API response bodies: the one place the services' records become HTTP schemas."""
 
 from __future__ import annotations
 
-from controller.api.schemas import DesiredSlotOut, DeviceOut, EventOut, TelemetrySampleOut
+from collections.abc import Iterable
+from typing import Any
+
+from controller.api.schemas import (
+    ConfigChange,
+    ConfigLayerOut,
+    ConfigOut,
+    DelegationSummary,
+    DeploymentResult,
+    DesiredSlotOut,
+    DeviceChange,
+    DeviceOut,
+    EventOut,
+    IngestStats,
+    ModelOut,
+    ModelVersionOut,
+    ResolvedConfigOut,
+    TelemetrySampleOut,
+    TensorSpec,
+)
 from controller.fleet.configs import device_hardware_class
-from controller.records import DeviceRecord, EventEntry, TelemetryRecord
-from shared.messages import DeviceFacts, ModelStats, SlotStatus
+from controller.records import (
+    ConfigUpdate,
+    Deployment,
+    DeviceRecord,
+    EventEntry,
+    IngestCounts,
+    NamedConfig,
+    ResolvedConfig,
+    SlotChange,
+    TelemetryRecord,
+    VersionView,
+)
+from shared.messages import ModelStats
 
 
 def device_out(d: DeviceRecord) -> DeviceOut:
@@ -26,9 +56,9 @@ def device_out(d: DeviceRecord) -> DeviceOut:
             )
             for s in d.slots
         ],
-        reported=[SlotStatus.model_validate(s) for s in d.reported_slots],
-        facts=DeviceFacts.model_validate(d.facts) if d.facts else None,
-        hardware_class=device_hardware_class(d.facts),
+        reported=list(d.reported),
+        facts=d.device_facts,
+        hardware_class=device_hardware_class(d.device_facts),
         serve_url=d.serve_url,
     )
 
@@ -46,3 +76,88 @@ def telemetry_out(t: TelemetryRecord) -> TelemetrySampleOut:
 
 def event_out(e: EventEntry) -> EventOut:
     return EventOut(event_id=e.event_id, ts=e.ts, kind=e.kind, slot=e.slot, message=e.message)
+
+
+def version_out(v: VersionView) -> ModelVersionOut:
+    r = v.record
+    return ModelVersionOut(
+        name=r.model,
+        version=r.version,
+        sha256=r.sha256,
+        size=r.size,
+        created_at=r.created_at,
+        inputs=[TensorSpec.model_validate(s) for s in r.inputs],
+        outputs=[TensorSpec.model_validate(s) for s in r.outputs],
+        has_qdq=r.has_qdq,
+        download_url=v.download_url,
+        delegation={trt: _summary(report) for trt, report in sorted(r.analysis.items())},
+        analysis_state=r.analysis_state,
+        analysis_error=r.analysis_error,
+    )
+
+
+def _summary(report: dict[str, Any]) -> DelegationSummary:
+    """The verdict of one stored analysis report (controller.analysis.report's JSON)."""
+    verdict, rates = report["verdict"], report["rates"]
+    return DelegationSummary(
+        verdict=verdict["kind"],
+        line=verdict["line"],
+        flop_share=rates["flop_share"],
+        node_share=rates["node_share"],
+    )
+
+
+def model_out(name: str, versions: list[VersionView]) -> ModelOut:
+    return ModelOut(name=name, versions=[version_out(v) for v in versions])
+
+
+def config_out(c: NamedConfig) -> ConfigOut:
+    return ConfigOut(
+        name=c.name,
+        layers=[
+            ConfigLayerOut(
+                scope=r.scope, values=r.values, created_at=r.created_at, updated_at=r.updated_at
+            )
+            for r in c.layers
+        ],
+    )
+
+
+def deployment_out(d: Deployment) -> DeploymentResult:
+    return DeploymentResult(devices=_device_changes(d.devices))
+
+
+def config_change_out(u: ConfigUpdate) -> ConfigChange:
+    return ConfigChange(
+        config=config_out(u.config) if u.config is not None else None,
+        devices=_device_changes(u.devices),
+    )
+
+
+def _device_changes(changes: Iterable[SlotChange]) -> list[DeviceChange]:
+    return [
+        DeviceChange(device_id=c.device_id, generation=c.generation, changed=c.changed)
+        for c in changes
+    ]
+
+
+def resolved_out(r: ResolvedConfig) -> ResolvedConfigOut:
+    return ResolvedConfigOut(
+        config=r.config,
+        device_id=r.device_id,
+        model=r.model,
+        version=r.version,
+        hardware_class=r.hardware_class,
+        delegate=r.delegate,
+        provenance=r.provenance,
+        problems=r.problems,
+    )
+
+
+def ingest_out(c: IngestCounts) -> IngestStats:
+    return IngestStats(
+        accepted=c.accepted,
+        rejected=c.rejected,
+        rejected_by_channel=c.rejected_by_channel,
+        last_rejection=c.last_rejection,
+    )

@@ -7,7 +7,6 @@ dashboard under ``/dashboard``.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -16,9 +15,8 @@ from pydantic import BaseModel
 
 from controller.dashboard.routes import dashboard_router
 from controller.dashboard.view import FleetView, filter_rows, health_counts
-from controller.db.telemetry_store import METRICS, ROLLUPS
+from controller.db.telemetry_reads import METRICS, ROLLUPS
 from controller.errors import DatabaseError
-from controller.fleet.health import Thresholds
 from controller.services import Services
 
 PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -50,7 +48,7 @@ def fleet_view(services: Services) -> FleetView:
     """The view over ``services``; :class:`DatabaseError` when telemetry is not wired."""
     if services.telemetry is None:
         raise DatabaseError("telemetry storage is not wired into this controller")
-    return FleetView(services.repo, services.telemetry, Thresholds.from_env(os.environ))
+    return FleetView(services.repo, services.telemetry, services.health)
 
 
 def health_router(services: Services) -> APIRouter:
@@ -193,7 +191,7 @@ def prometheus_text(services: Services, view: FleetView) -> str:
             if value is not None:
                 out.sample(name, float(value), {"device": r.device.id})
     out.family("jetfleet_rollouts", "gauge", "Rollouts per state.")
-    for state, count in sorted(view.store.rollouts_by_state().items()):
+    for state, count in sorted(view.repo.rollouts_by_state().items()):
         out.sample("jetfleet_rollouts", count, {"state": state})
     ingest = services.ingest.stats()
     out.family("jetfleet_ingest_accepted_total", "counter", "Messages accepted from agents.")

@@ -5,13 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Query
 
 from controller.errors import ControllerError
-from controller.jobs.service import (
-    DeviceProfileOut,
-    JobOut,
-    JobService,
-    ProfileRequest,
-    TuneRequest,
-)
+from controller.jobs.schemas import DeviceProfileOut, JobOut, ProfileRequest, TuneRequest
+from controller.jobs.service import JobService
 from controller.services import Services
 
 

@@ -1,6 +1,8 @@
 """HTTP request and response bodies of the controller's API (``/api/v1``).
 
-Kept apart from the routes so the operator CLI, the routes and the tests share one definition.
+Kept apart from the routes so the routes and the tests share one definition. Services never
+build these: they return :mod:`controller.records` types and :mod:`controller.api.convert`
+makes the bodies.
 Errors use FastAPI's shape: ``{"detail": "one line a person can act on"}``.
 """
 

@@ -8,24 +8,10 @@ runs :func:`decide` inside one locked transaction, which is what makes a race ha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-
-@dataclass(frozen=True)
-class Lease:
-    """Who holds the build lease of one engine key, and until when."""
-
-    holder: str
-    expires_at: datetime
-
-
-@dataclass(frozen=True)
-class Decision:
-    """The answer to a lease request: ``lease`` is the caller's when granted, else the holder's."""
-
-    granted: bool
-    lease: Lease
+from controller.records import Decision as Decision
+from controller.records import Lease as Lease
 
 
 def decide(existing: Lease | None, device_id: str, ttl_s: float, now: datetime) -> Decision:

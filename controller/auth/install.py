@@ -1,4 +1,8 @@
-"""``install_auth(app, access)``: the one call ``create_app`` makes to protect every route."""
+"""``install_auth(app, access)``: the one call ``create_app`` makes to protect every route.
+
+The dashboard's login page (:mod:`controller.dashboard.login`) sits above this package; the API
+includes it next to this call.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,14 @@ from fastapi import FastAPI
 from controller.auth.middleware import AuthMiddleware
 from controller.auth.routes import auth_router
 from controller.auth.service import AccessControl
-from controller.dashboard.login import login_router
 
 log = logging.getLogger(__name__)
 
 
 def install_auth(app: FastAPI, access: AccessControl) -> None:
-    """The token/audit/whoami routes, the login page, and the middleware in front of them all."""
+    """The token/audit/whoami routes and the middleware in front of every route of ``app``
+    (those included before this call and after it)."""
     app.include_router(auth_router(access), prefix="/api/v1")
-    app.include_router(login_router(access))
     app.add_middleware(AuthMiddleware, access=access)
     if not access.required:
         log.warning(

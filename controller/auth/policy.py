@@ -29,19 +29,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from enum import Enum
 from typing import Literal
 from urllib.parse import parse_qs
 
-
-class Role(str, Enum):
-    """A token's role."""
-
-    VIEWER = "viewer"
-    OPERATOR = "operator"
-    ADMIN = "admin"
-    DEVICE = "device"
-
+from controller.records import Role as Role
 
 ROLES = tuple(r.value for r in Role)
 _RANK = {Role.VIEWER: 1, Role.OPERATOR: 2, Role.ADMIN: 3}

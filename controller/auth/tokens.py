@@ -14,7 +14,9 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from controller.auth.policy import Role
+from controller.records import MintedToken as MintedToken
+from controller.records import Role
+from controller.records import TokenRecord as TokenRecord
 
 PREFIX = "jf_"
 ID_HEX = 12
@@ -27,45 +29,6 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 class MalformedToken(ValueError):
     """The text is not a ``jf_<id>.<secret>`` token."""
-
-
-@dataclass(frozen=True)
-class MintedToken:
-    """A new token: ``wire`` goes to its owner once, ``secret_sha256`` to the database."""
-
-    id: str
-    wire: str
-    secret_sha256: str
-
-
-@dataclass(frozen=True)
-class TokenRecord:
-    """One stored token (never its secret)."""
-
-    id: str
-    name: str
-    role: Role
-    device_id: str | None
-    secret_sha256: str
-    created_by: str | None
-    created_at: datetime
-    expires_at: datetime | None
-    revoked_at: datetime | None
-    last_used_at: datetime | None
-
-    def as_json(self) -> dict[str, object]:
-        """The public view (no digest) for the API and ``--json``."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "role": self.role.value,
-            "device_id": self.device_id,
-            "created_by": self.created_by,
-            "created_at": self.created_at,
-            "expires_at": self.expires_at,
-            "revoked_at": self.revoked_at,
-            "last_used_at": self.last_used_at,
-        }
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
+from collections.abc import Callable
 from typing import Any
 
 from controller.broker_admin.amqtt_broker import GuardedBroker
 from controller.broker_admin.embedded import AccessPolicy, amqtt_plugins, close_sessions
 from controller.errors import BusError
+from shared.supervision import Supervised
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class EmbeddedBroker:
         port: int = 1884,
         policy: AccessPolicy | None = None,
         max_packet_bytes: int = DEFAULT_MAX_PACKET_BYTES,
+        on_fatal: Callable[[str, BaseException], None] | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -42,8 +44,10 @@ class EmbeddedBroker:
         """A client announcing a bigger packet is disconnected before it is read."""
         self.policy = policy
         """Logins and topic ACLs to enforce; None keeps the broker anonymous (demo, tests)."""
+        self._on_fatal = on_fatal
+        """What a crash of the broker's thread does (None: end the process; tests observe it)."""
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: Supervised | None = None
         self._broker: Any = None
 
     @property
@@ -56,10 +60,15 @@ class EmbeddedBroker:
         """Start listening; return once the real port is known."""
         loop = asyncio.new_event_loop()
         self._loop = loop
-        self._thread = threading.Thread(
-            target=loop.run_forever, name="jetfleet-embedded-broker", daemon=True
-        )
-        self._thread.start()
+        # "exit", not "restart": every broker session, retained message and listener lives on
+        # this loop, so a loop that died cannot be run again with them, and a controller
+        # without its broker publishes nothing and hears no device. amqtt's own errors stay
+        # on the loop (its exception handler logs them); only what ends ``run_forever`` (an
+        # exception outside ``Exception`` from a callback) gets here. A stop (``loop.stop``)
+        # returns normally and is not a crash.
+        self._thread = Supervised(
+            "jetfleet-embedded-broker", loop.run_forever, policy="exit", on_fatal=self._on_fatal
+        ).start()
         future = asyncio.run_coroutine_threadsafe(self._start(), loop)
         try:
             self.port = future.result(_START_TIMEOUT_S)
@@ -99,9 +108,13 @@ class EmbeddedBroker:
         if self._loop is None:
             return
         if self._broker is not None:
-            future = asyncio.run_coroutine_threadsafe(self._broker.shutdown(), self._loop)
+            shutdown = asyncio.wait_for(self._broker.shutdown(), _START_TIMEOUT_S)
             try:
-                future.result(_START_TIMEOUT_S)
+                if self._loop.is_running():
+                    future = asyncio.run_coroutine_threadsafe(shutdown, self._loop)
+                    future.result(_START_TIMEOUT_S + 1)
+                else:  # its thread died (see ``start``): shut down on the stopped loop, here
+                    self._loop.run_until_complete(shutdown)
             except Exception:
                 logger.exception("embedded broker did not shut down cleanly")
             self._broker = None

@@ -3,7 +3,8 @@ logins and ACLs) or an external one, and the :class:`BrokerAdmin` that matches.
 
 With ``broker_admin = "embedded"`` the controller logs in to its own broker with
 ``Settings.broker_auth``'s user and password when both are given, else as
-``jetfleet-controller`` with a password made up at start and never written anywhere.
+``jetfleet-controller`` with a password made up at start and never written anywhere; devices
+log in with the credential enrolment gave them (:func:`check_device_login`).
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
+from controller.broker_admin.acl import device_of_username
 from controller.broker_admin.base import BrokerAdmin, NoBrokerAdmin
 from controller.broker_admin.dynsec import DynsecAdmin
 from controller.broker_admin.embedded import AccessPolicy, EmbeddedAdmin
 from controller.broker_admin.embedded_broker import EmbeddedBroker
-from controller.broker_admin.passwords import new_password
+from controller.broker_admin.passwords import PasswordHash, new_password, verify_password
 from controller.db.identity_store import IdentityStore
 from controller.errors import ControllerError, InvalidInput
 from controller.settings import Settings
-from controller.trust.enrolment import check_device_login
 from shared.transport import MqttAuth
 
 logger = logging.getLogger(__name__)
@@ -108,3 +109,24 @@ def bind_client_ids(admin: BrokerAdmin, identities: IdentityStore) -> int:
         logger.error("could not bind broker client ids of %d device(s): %s", len(active), exc)
         return 0
     return len(active)
+
+
+def check_device_login(store: IdentityStore, username: str, password: str) -> bool:
+    """True when ``username``/``password`` is an enrolled, unrevoked device credential (the
+    embedded broker asks this at every login; :mod:`controller.trust.enrolment` stores it)."""
+    device_id = device_of_username(username)
+    if device_id is None:
+        return False
+    identity = store.identity(device_id)
+    if (
+        identity is None
+        or identity.revoked_at is not None
+        or identity.broker_password_hash is None
+        or identity.broker_username != username
+    ):
+        return False
+    try:
+        stored = PasswordHash.decode(identity.broker_password_hash)
+    except ValueError:
+        return False
+    return verify_password(password, stored)

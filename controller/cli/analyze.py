@@ -8,10 +8,10 @@ import click
 
 from controller.analysis import AnalysisReport, resolve_trt_version
 from controller.analysis import analyze as run_analysis
-from controller.analysis.fetch import fetch_model_bytes
 from controller.analysis.verdict import human_bytes
-from controller.cli.client import DEFAULT_URL, ApiError
+from controller.cli.fetch import fetch_model_bytes
 from controller.cli.render import emit_json, table
+from controller.client.http import DEFAULT_URL, ApiError
 from controller.errors import InvalidModel
 
 BAR_WIDTH = 20

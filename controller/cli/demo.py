@@ -13,8 +13,8 @@ import click
 import httpx
 import numpy as np
 
-from controller.cli.client import ApiError
 from controller.cli.render import emit_json, ms, table
+from controller.client.http import ApiError
 from controller.demo import sample_models
 from controller.demo.fleet import (
     DEMO_GATEWAYS,

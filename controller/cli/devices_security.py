@@ -12,9 +12,9 @@ from typing import Any
 import click
 
 from controller.auth.tokens import parse_duration
-from controller.cli.client import ControllerClient
 from controller.cli.operator import api_options, call_api
 from controller.cli.render import emit_json, table
+from controller.client.http import ControllerClient
 
 
 def _post(client: ControllerClient, path: str, body: dict[str, Any] | None = None) -> Any:

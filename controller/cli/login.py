@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from controller.cli import user_config
-from controller.cli.client import ApiError, ControllerClient
 from controller.cli.render import emit_json
+from controller.client import user_config
+from controller.client.http import ApiError, ControllerClient
 
 
 @click.command()

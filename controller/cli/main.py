@@ -9,6 +9,7 @@ from controller.cli.broker import broker
 from controller.cli.configs import configs
 from controller.cli.db import db
 from controller.cli.demo import demo
+from controller.cli.devices import devices, telemetry
 from controller.cli.devices_security import (
     enroll_token,
     identities,
@@ -18,7 +19,8 @@ from controller.cli.devices_security import (
 from controller.cli.engines import engines
 from controller.cli.keys import keys
 from controller.cli.login import login
-from controller.cli.operator import artifacts, deploy, devices, models, telemetry, undeploy
+from controller.cli.models import artifacts, models
+from controller.cli.operator import deploy, undeploy
 from controller.cli.profile import profile
 from controller.cli.rollouts import rollouts
 from controller.cli.serve import serve

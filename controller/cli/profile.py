@@ -13,9 +13,9 @@ from typing import Any
 
 import click
 
-from controller.cli.client import ApiError, ControllerClient
 from controller.cli.operator import api_options
 from controller.cli.render import emit_json, table
+from controller.client.http import ApiError, ControllerClient
 
 POLL_S = 0.5
 FINISHED = ("succeeded", "failed", "cancelled")

@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from controller.cli.client import ApiError, ControllerClient
 from controller.cli.operator import api_options, split_ref
 from controller.cli.render import ago, emit_json, table
+from controller.client.http import ApiError, ControllerClient
 
 
 class RolloutsClient(ControllerClient):

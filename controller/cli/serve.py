@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from controller.settings import (
     Settings,
     default_data_dir,
     default_db_url,
+    from_environment,
     parse_broker_url,
     parse_host_port,
     parse_trusted_proxy,
@@ -282,6 +284,7 @@ def serve(
             reference_timeout_s=reference_timeout_s,
             trusted_proxies=tuple(parse_trusted_proxy(p) for p in trusted_proxies),
         )
+        settings = from_environment(settings, os.environ)
         run(settings)
     except ControllerError as exc:
         raise click.ClickException(str(exc)) from exc

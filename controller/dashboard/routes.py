@@ -57,7 +57,7 @@ def dashboard_router(view: FleetView) -> APIRouter:
 
     @router.get("/dashboard/rollouts", response_class=HTMLResponse)
     def rollouts() -> HTMLResponse:
-        return HTMLResponse(pages.rollouts_page(view.store.rollout_progress()))
+        return HTMLResponse(pages.rollouts_page(view.repo.rollout_progress()))
 
     @router.get("/dashboard/static/{name}")
     def static(name: str) -> Response:

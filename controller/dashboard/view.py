@@ -16,8 +16,9 @@ from controller.db.repository import Repository
 from controller.db.schema import utcnow
 from controller.db.telemetry_store import TelemetryStore
 from controller.errors import InvalidInput
-from controller.fleet.health import DeviceHealth, HealthState, Thresholds, Vitals, assess
+from controller.fleet.health import DeviceHealth, HealthState, Vitals, assess
 from controller.records import DeviceRecord
+from controller.settings import HealthThresholds
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class FleetView:
         self,
         repo: Repository,
         store: TelemetryStore,
-        thresholds: Thresholds,
+        thresholds: HealthThresholds,
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self.repo = repo

@@ -4,13 +4,16 @@ Manifests and leases are kept per (engine key, tuning tag): an engine built in o
 valid in another, only tuned for other clocks, so twins in each power mode share their own build.
 Each manifest row records its provenance (who uploaded it, the uploading device's hardware class,
 an operator's approval), and ``engine_trust`` the trust mode per class
-(:mod:`controller.trust.engine_trust` decides what they mean).
+(:mod:`controller.trust.engine_trust` decides what they mean). Whether an upload may replace a
+stored build is decided under that build's row lock, so this module imports
+:func:`~controller.trust.engine_trust.may_replace` from above ``db`` (an exception the
+controller's layers contract names).
 
-A lease request runs :func:`controller.artifacts.leases.decide` inside a transaction that holds the
-lease
-row's write lock: ``BEGIN IMMEDIATE`` on SQLite (one writer at a time), ``SELECT ... FOR UPDATE``
-on PostgreSQL. When no row exists yet, two first requests both insert and the primary key lets
-one commit; the other retries and then sees (and is denied by) the winner's lease.
+A lease request runs :func:`controller.artifacts.leases.decide` inside a transaction that holds
+the lease row's write lock (:mod:`controller.db.lease_rows`): ``BEGIN IMMEDIATE`` on SQLite (one
+writer at a time), ``SELECT ... FOR UPDATE`` on PostgreSQL. When no row exists yet, two first
+requests both insert and the primary key lets one commit; the other retries and then sees (and
+is denied by) the winner's lease.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from controller.artifacts.leases import Decision
+from controller.db.device_store import parse_facts
 from controller.db.lease_rows import decide_locked
 from controller.db.schema import (
     Artifact,
@@ -36,16 +39,18 @@ from controller.db.schema import (
 )
 from controller.db.session import SessionStore
 from controller.errors import Conflict, DatabaseError, NotFound
-from controller.trust.engine_trust import (
+from controller.records import (
     UNRECORDED,
+    Decision,
     Provenance,
     TrustEntry,
     TrustMode,
     UploaderKind,
     check_mode,
-    may_replace,
 )
+from controller.trust.engine_trust import may_replace
 from shared.engines import EngineManifest
+from shared.messages import DeviceFacts
 
 _RETRIES = 5
 _UPLOADERS: dict[str, UploaderKind] = {"device": "device", "operator": "operator"}
@@ -62,11 +67,13 @@ class StoredEngine:
 class EngineStoreDb(SessionStore):
     """The ``engines``, ``engine_tunings``, ``engine_trust`` and ``build_leases`` tables."""
 
-    def device_facts(self, device_id: str) -> dict[str, Any] | None:
-        """The facts ``device_id`` last reported (None before its first report)."""
+    def device_facts(self, device_id: str) -> DeviceFacts | None:
+        """The facts ``device_id`` last reported (None before its first report, or when the
+        stored facts no longer validate against the wire model)."""
         with self._tx() as session:
             device = session.get(Device, device_id)
-            return None if device is None or not device.facts else dict(device.facts)
+            stored = None if device is None else device.facts
+        return parse_facts(stored)
 
     def stored_of(self, key: str) -> list[StoredEngine]:
         """Every build stored under engine ``key`` with its provenance, oldest first."""

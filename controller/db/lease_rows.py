@@ -1,10 +1,10 @@
 """One lease row per name, decided under a row lock: engine build leases and controller leadership.
 
 The decision itself is pure (:func:`controller.artifacts.leases.decide`); this is the part that
-makes it
-atomic. SQLite takes the write lock up front (``BEGIN IMMEDIATE``), PostgreSQL locks the row
-(``SELECT ... FOR UPDATE``). When no row exists yet two callers may both insert; the loser gets an
-IntegrityError and its caller decides again against the winner's row.
+makes it atomic, so this module imports the decision from above ``db`` (an exception the
+controller's layers contract names). SQLite takes the write lock up front (``BEGIN IMMEDIATE``),
+PostgreSQL locks the row (``SELECT ... FOR UPDATE``). When no row exists yet two callers may both
+insert; the loser gets an IntegrityError and its caller decides again against the winner's row.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
-from controller.artifacts.leases import Decision, Lease, decide
+from controller.artifacts.leases import decide
 from controller.db.schema import BuildLease
 from controller.db.schema_rollouts import ControllerLease
+from controller.records import Decision, Lease
 
 Row = TypeVar("Row", BuildLease, ControllerLease)
 

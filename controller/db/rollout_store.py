@@ -16,23 +16,28 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from controller.db.lease_rows import decide_locked
+from controller.db.rollout_rows import (
+    audit_row,
+    rollout_record,
+    rollout_row,
+    target_row,
+    targets_of,
+    write_targets,
+)
 from controller.db.schema import TelemetrySample
 from controller.db.schema_rollouts import (
     ControllerLease,
     RolloutAuditRow,
     RolloutClaim,
     RolloutRow,
-    TargetRow,
 )
 from controller.db.session import SessionStore
 from controller.errors import Conflict, DatabaseError, NotFound
-from controller.rollouts.model import (
+from controller.records import (
     ACTIVE,
     AuditEntry,
-    Baseline,
     Operation,
     Rollout,
-    RolloutSpec,
     RolloutState,
     Target,
     TargetStatus,
@@ -56,11 +61,11 @@ class RolloutStore(SessionStore):
         try:
             with self._tx() as session:
                 _refuse_claimed(session, rollout.id, claimed)
-                session.add(_rollout_row(rollout))
+                session.add(rollout_row(rollout))
                 session.flush()
-                session.add_all(_target_row(rollout.id, t) for t in rollout.targets)
+                session.add_all(target_row(rollout.id, t) for t in rollout.targets)
                 session.add_all(RolloutClaim(device_id=d, rollout_id=rollout.id) for d in claimed)
-                session.add_all(_audit_row(rollout.id, e) for e in audit)
+                session.add_all(audit_row(rollout.id, e) for e in audit)
         except IntegrityError as exc:
             with self._tx() as session:
                 _refuse_claimed(session, rollout.id, claimed)
@@ -93,7 +98,7 @@ class RolloutStore(SessionStore):
         """Every claimed device → the rollout holding it."""
         with self._tx() as session:
             rows = session.execute(select(RolloutClaim.device_id, RolloutClaim.rollout_id))
-            return {str(d): str(r) for d, r in rows.tuples()}
+            return {str(d): str(r) for d, r in rows}
 
     def add_targets(self, rollout_id: str, targets: Sequence[Target]) -> list[str]:
         """Add late-enrolled devices (claimed first); returns the ids that were added."""
@@ -104,7 +109,7 @@ class RolloutStore(SessionStore):
                     if session.get(RolloutClaim, target.device_id) is not None:
                         continue
                     session.add(RolloutClaim(device_id=target.device_id, rollout_id=rollout_id))
-                    session.add(_target_row(rollout_id, target))
+                    session.add(target_row(rollout_id, target))
                 added.append(target.device_id)
             except IntegrityError:
                 continue  # claimed by someone else meanwhile
@@ -116,7 +121,7 @@ class RolloutStore(SessionStore):
             row = session.get(RolloutRow, rollout_id)
             if row is None:
                 raise NotFound(f"unknown rollout '{rollout_id}': see `jetfleet rollouts ls`")
-            return _rollout(row, _targets(session, [rollout_id]).get(rollout_id, []))
+            return rollout_record(row, targets_of(session, [rollout_id]).get(rollout_id, []))
 
     def all(self) -> list[Rollout]:
         """Every rollout with its targets, newest first."""
@@ -126,8 +131,8 @@ class RolloutStore(SessionStore):
                     select(RolloutRow).order_by(RolloutRow.created_at.desc(), RolloutRow.id)
                 ).scalars()
             )
-            targets = _targets(session, [r.id for r in rows])
-            return [_rollout(r, targets.get(r.id, [])) for r in rows]
+            targets = targets_of(session, [r.id for r in rows])
+            return [rollout_record(r, targets.get(r.id, [])) for r in rows]
 
     def to_run(self) -> list[str]:
         """Ids of the rollouts the loop must look at: active ones and those with a request."""
@@ -164,7 +169,7 @@ class RolloutStore(SessionStore):
                 .where(RolloutRow.id == rollout_id)
                 .values(requested_op=None, requested_by=None)
             )
-            session.add(_audit_row(rollout_id, audit))
+            session.add(audit_row(rollout_id, audit))
 
     def save(
         self,
@@ -199,15 +204,15 @@ class RolloutStore(SessionStore):
             if clear_request:
                 row.requested_op = None
                 row.requested_by = None
-            _write_targets(session, rollout.id, list(targets))
-            session.add_all(_audit_row(rollout.id, e) for e in audit)
+            write_targets(session, rollout.id, list(targets))
+            session.add_all(audit_row(rollout.id, e) for e in audit)
             if state not in ACTIVE:
                 session.execute(delete(RolloutClaim).where(RolloutClaim.rollout_id == rollout.id))
 
     def save_targets(self, rollout_id: str, targets: Sequence[Target]) -> None:
         """Persist targets only (e.g. the generation published to each)."""
         with self._tx() as session:
-            _write_targets(session, rollout_id, list(targets))
+            write_targets(session, rollout_id, list(targets))
 
     def audit(self, rollout_id: str, limit: int = 1000) -> list[AuditEntry]:
         """The newest ``limit`` audit entries of a rollout, oldest first."""
@@ -315,114 +320,3 @@ def _refuse_claimed(session: Session, rollout_id: str, device_ids: Sequence[str]
             f"{held}: a device takes part in one active rollout at a time; wait for it to "
             "finish, or abort it (`jetfleet rollouts abort ID`)"
         )
-
-
-def _rollout_row(r: Rollout) -> RolloutRow:
-    return RolloutRow(
-        id=r.id,
-        model=r.spec.model,
-        version=r.spec.version,
-        config=r.spec.config,
-        spec=r.spec.model_dump(mode="json"),
-        state=r.state.value,
-        reason=r.reason,
-        requested_op=None,
-        requested_by=None,
-        current_wave=r.current_wave,
-        waves=r.waves,
-        created_by=r.created_by,
-        created_at=r.created_at,
-        updated_at=r.updated_at,
-        started_at=r.started_at,
-        finished_at=r.finished_at,
-    )
-
-
-def _target_row(rollout_id: str, t: Target) -> TargetRow:
-    row = TargetRow(rollout_id=rollout_id, device_id=t.device_id)
-    _fill(row, t)
-    return row
-
-
-def _fill(row: TargetRow, t: Target) -> None:
-    row.wave = t.wave
-    row.status = t.status.value
-    row.reason = t.reason
-    row.previous = t.previous
-    row.generation = t.generation
-    row.started_at = t.started_at
-    row.validated_at = t.validated_at
-    row.finished_at = t.finished_at
-    row.baseline = None if t.baseline is None else t.baseline.to_json()
-
-
-def _write_targets(session: Session, rollout_id: str, targets: list[Target]) -> None:
-    if not targets:
-        return
-    by_device = {t.device_id: t for t in targets}
-    rows = session.execute(
-        select(TargetRow).where(
-            TargetRow.rollout_id == rollout_id, TargetRow.device_id.in_(list(by_device))
-        )
-    ).scalars()
-    for row in rows:
-        _fill(row, by_device[row.device_id])
-
-
-def _audit_row(rollout_id: str, e: AuditEntry) -> RolloutAuditRow:
-    return RolloutAuditRow(
-        rollout_id=rollout_id,
-        ts=e.ts,
-        actor=e.actor[:64],
-        kind=e.kind,
-        from_state=e.from_state,
-        to_state=e.to_state,
-        device_id=e.device_id,
-        reason=e.reason,
-    )
-
-
-def _targets(session: Session, rollout_ids: Sequence[str]) -> dict[str, list[Target]]:
-    if not rollout_ids:
-        return {}
-    rows = session.execute(
-        select(TargetRow)
-        .where(TargetRow.rollout_id.in_(list(rollout_ids)))
-        .order_by(TargetRow.wave, TargetRow.id)
-    ).scalars()
-    result: dict[str, list[Target]] = {}
-    for r in rows:
-        result.setdefault(r.rollout_id, []).append(
-            Target(
-                device_id=r.device_id,
-                wave=r.wave,
-                status=TargetStatus(r.status),
-                reason=r.reason,
-                previous=r.previous,
-                generation=r.generation,
-                started_at=r.started_at,
-                validated_at=r.validated_at,
-                finished_at=r.finished_at,
-                baseline=Baseline.from_json(r.baseline),
-            )
-        )
-    return result
-
-
-def _rollout(row: RolloutRow, targets: list[Target]) -> Rollout:
-    return Rollout(
-        id=row.id,
-        spec=RolloutSpec.model_validate(row.spec),
-        state=RolloutState(row.state),
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        created_by=row.created_by,
-        reason=row.reason,
-        requested_op=None if row.requested_op is None else Operation(row.requested_op),
-        requested_by=row.requested_by,
-        current_wave=row.current_wave,
-        waves=row.waves,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        targets=tuple(targets),
-    )

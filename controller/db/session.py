@@ -55,8 +55,9 @@ def redact(url: str) -> str:
         return "<invalid database URL>"
 
 
-def describe(exc: SQLAlchemyError) -> str:
-    """One line saying what went wrong, without SQLAlchemy's wrapping and background links."""
+def describe(exc: Exception) -> str:
+    """One line saying what went wrong, without SQLAlchemy's wrapping and background links
+    (a driver's own error, e.g. psycopg's, is described the same way)."""
     original = getattr(exc, "orig", None) or exc
     lines = [line.strip() for line in str(original).splitlines() if line.strip()]
     return f"{type(original).__name__}: {lines[0] if lines else 'no details'}"

@@ -8,11 +8,10 @@ from typing import Any
 
 from sqlalchemy import or_, select, update
 
-from controller.auth.policy import Role
-from controller.auth.tokens import MintedToken, TokenRecord
 from controller.db.schema_security import ApiTokenRow, AuditRow
 from controller.db.session import SessionStore
 from controller.errors import NotFound
+from controller.records import MintedToken, Role, TokenRecord
 
 TOUCH_EVERY = timedelta(minutes=1)
 """``last_used_at`` is written at most this often per token."""

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from controller.cli.client import ControllerClient
+from controller.client.http import ControllerClient
 from controller.settings import default_db_url
 
 DATATYPES = {"FP32": np.float32, "FP16": np.float16, "INT64": np.int64, "INT32": np.int32}

@@ -6,7 +6,6 @@ import logging
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from controller.analysis.onnx_inspect import inspect_model
 from controller.analysis.reference_outputs import (
@@ -16,12 +15,11 @@ from controller.analysis.reference_outputs import (
     store_reference,
 )
 from controller.analysis.report import AnalysisReport
-from controller.api.schemas import DelegationSummary, ModelOut, ModelVersionOut, TensorSpec
 from controller.artifacts.store import ArtifactStore, PendingArtifact
 from controller.db.repository import Repository
 from controller.errors import Conflict, InvalidInput, InvalidReference, NotFound
 from controller.fleet.desired import artifact_url
-from controller.records import VersionRecord
+from controller.records import VersionRecord, VersionView
 from shared.messages import MODEL_NAME_PATTERN, VERSION_PATTERN, ArtifactRef
 
 logger = logging.getLogger(__name__)
@@ -74,7 +72,7 @@ class Catalog:
 
     def finish_upload(
         self, name: str, version: str, pending: PendingArtifact
-    ) -> tuple[ModelVersionOut, bool]:
+    ) -> tuple[VersionView, bool]:
         """Validate and store a streamed upload; (version, True when newly created).
 
         Same name, version and bytes as stored → the stored version (idempotent). Different
@@ -118,8 +116,8 @@ class Catalog:
                 version,
                 stored.sha256,
                 stored.size,
-                [s.model_dump() for s in signature.inputs],
-                [s.model_dump() for s in signature.outputs],
+                [s.as_json() for s in signature.inputs],
+                [s.as_json() for s in signature.outputs],
                 has_qdq=signature.has_qdq,
                 analysis_state="pending",
             )
@@ -129,21 +127,18 @@ class Catalog:
             if not committed:
                 pending.abort()
 
-    def models(self) -> list[ModelOut]:
-        """Every model with its versions."""
-        return [
-            ModelOut(name=n, versions=[self._out(v) for v in vs])
-            for n, vs in self._repo.models().items()
-        ]
+    def models(self) -> dict[str, list[VersionView]]:
+        """Every model with its versions, oldest first."""
+        return {n: [self._out(v) for v in vs] for n, vs in self._repo.models().items()}
 
-    def model(self, name: str) -> ModelOut:
-        """One model with its versions, or :class:`NotFound`."""
+    def model(self, name: str) -> list[VersionView]:
+        """The versions of one model, oldest first, or :class:`NotFound`."""
         found = self._repo.models(name)
         if name not in found:
             raise NotFound(f"unknown model '{name}'")
-        return ModelOut(name=name, versions=[self._out(v) for v in found[name]])
+        return [self._out(v) for v in found[name]]
 
-    def version(self, name: str, version: str) -> ModelVersionOut:
+    def version(self, name: str, version: str) -> VersionView:
         """One model version, or :class:`NotFound`."""
         return self._out(self.require_version(name, version))
 
@@ -195,28 +190,5 @@ class Catalog:
         """The reference outputs (NPZ artifact) agents validate model ``sha256`` against."""
         return reference_ref(self._store, self._public_url, sha256)
 
-    def _out(self, record: VersionRecord) -> ModelVersionOut:
-        return ModelVersionOut(
-            name=record.model,
-            version=record.version,
-            sha256=record.sha256,
-            size=record.size,
-            created_at=record.created_at,
-            inputs=[TensorSpec.model_validate(s) for s in record.inputs],
-            outputs=[TensorSpec.model_validate(s) for s in record.outputs],
-            has_qdq=record.has_qdq,
-            download_url=artifact_url(self._public_url, record.sha256),
-            delegation={v: _summary(r) for v, r in sorted(record.analysis.items())},
-            analysis_state=record.analysis_state,
-            analysis_error=record.analysis_error,
-        )
-
-
-def _summary(report: dict[str, Any]) -> DelegationSummary:
-    verdict, rates = report["verdict"], report["rates"]
-    return DelegationSummary(
-        verdict=verdict["kind"],
-        line=verdict["line"],
-        flop_share=rates["flop_share"],
-        node_share=rates["node_share"],
-    )
+    def _out(self, record: VersionRecord) -> VersionView:
+        return VersionView(record, artifact_url(self._public_url, record.sha256))

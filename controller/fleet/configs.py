@@ -13,13 +13,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from controller.api.schemas import ConfigLayerOut, ConfigOut, ResolvedConfigOut
 from controller.db.config_store import ConfigStore
 from controller.db.repository import Repository
 from controller.errors import InvalidInput, NotFound
 from controller.fleet.catalog import Catalog
 from controller.fleet.config_layers import Layer, parse_scope, resolve, validate_values
-from controller.records import ConfigLayerRecord, DeviceRecord, VersionRecord
+from controller.records import (
+    ConfigLayerRecord,
+    DeviceRecord,
+    NamedConfig,
+    ResolvedConfig,
+    VersionRecord,
+)
 from shared.delegate import DelegateConfig, check_config
 from shared.hardware_class import hardware_class
 from shared.messages import MODEL_NAME_PATTERN, DeviceFacts
@@ -37,9 +42,14 @@ class Resolution:
     hardware_class: str | None
 
 
-def device_hardware_class(facts: dict[str, Any] | None) -> str | None:
-    """The hardware class of a device's reported facts; None before any facts arrived."""
-    return None if not facts else hardware_class(DeviceFacts.model_validate(facts))
+def device_hardware_class(facts: DeviceFacts | dict[str, Any] | None) -> str | None:
+    """The hardware class of a device's reported facts (typed, or their stored JSON); None
+    before any facts arrived."""
+    if not facts:
+        return None
+    return hardware_class(
+        facts if isinstance(facts, DeviceFacts) else DeviceFacts.model_validate(facts)
+    )
 
 
 def _dla_cores(facts: dict[str, Any] | None) -> int | None:
@@ -110,25 +120,25 @@ class Configs:
         """Delete one layer, or the whole config when ``scope`` is None."""
         self._store.delete(name, None if scope is None else str(parse_scope(scope)))
 
-    def show(self, name: str) -> ConfigOut:
+    def show(self, name: str) -> NamedConfig:
         """One config with its layers, or :class:`NotFound`."""
         self.check_name(name)
         found = self._store.layers(name)
         if not found:
             raise NotFound(f"unknown config '{name}': create it with `jetfleet configs set {name}`")
-        return _config_out(name, found)
+        return NamedConfig(name, tuple(found))
 
-    def show_or_none(self, name: str) -> ConfigOut | None:
+    def show_or_none(self, name: str) -> NamedConfig | None:
         """One config with its layers, or None when it has none left."""
         found = self._store.layers(name)
-        return _config_out(name, found) if found else None
+        return NamedConfig(name, tuple(found)) if found else None
 
-    def all(self) -> list[ConfigOut]:
+    def all(self) -> list[NamedConfig]:
         """Every config, by name."""
         grouped: dict[str, list[ConfigLayerRecord]] = {}
         for record in self._store.layers():
             grouped.setdefault(record.name, []).append(record)
-        return [_config_out(name, records) for name, records in grouped.items()]
+        return [NamedConfig(name, tuple(records)) for name, records in grouped.items()]
 
     @staticmethod
     def resolve_for(
@@ -147,7 +157,7 @@ class Configs:
         )
         return Resolution(delegate, provenance, problems, hw_class)
 
-    def resolve(self, name: str | None, device_id: str, model_ref: str) -> ResolvedConfigOut:
+    def resolve(self, name: str | None, device_id: str, model_ref: str) -> ResolvedConfig:
         """The effective config of ``model_ref`` (N or N:V) on ``device_id`` under ``name``.
 
         Without a version, the version deployed on the device (else the newest) is used. Without
@@ -165,7 +175,7 @@ class Configs:
         else:
             layers = []
         result = self.resolve_for(layers, device, record)
-        return ResolvedConfigOut(
+        return ResolvedConfig(
             config=name,
             device_id=device.id,
             model=record.model,
@@ -187,15 +197,3 @@ class Configs:
 
 def _layer(record: ConfigLayerRecord) -> Layer:
     return Layer(parse_scope(record.scope), record.values, record.order)
-
-
-def _config_out(name: str, records: Sequence[ConfigLayerRecord]) -> ConfigOut:
-    return ConfigOut(
-        name=name,
-        layers=[
-            ConfigLayerOut(
-                scope=r.scope, values=r.values, created_at=r.created_at, updated_at=r.updated_at
-            )
-            for r in records
-        ],
-    )

@@ -8,13 +8,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from controller.api.schemas import (
-    ConfigChange,
-    DeploymentResult,
-    DeployRequest,
-    DeviceChange,
-    UndeployRequest,
-)
 from controller.db.repository import Repository
 from controller.db.schema import utcnow
 from controller.errors import InvalidInput, NotFound
@@ -30,7 +23,7 @@ from controller.fleet.desired import (
     plan_undeploy,
 )
 from controller.fleet.selectors import parse_selector
-from controller.records import VersionRecord
+from controller.records import ConfigUpdate, Deployment, VersionRecord
 from controller.trust.signing import FleetSigner
 from shared.codec import encode
 from shared.delegate import DelegateConfig
@@ -79,22 +72,32 @@ class Fleet:
         self._clock = clock
         self._lock = threading.Lock()
 
-    def deploy(self, request: DeployRequest) -> DeploymentResult:
-        """Put ``model:version`` in a slot of the target devices.
+    def deploy(
+        self,
+        model: str,
+        version: str,
+        *,
+        device: str | None = None,
+        selector: str | None = None,
+        delegate: DelegateConfig | None = None,
+        config: str | None = None,
+    ) -> Deployment:
+        """Put ``model:version`` in a slot of the target devices (exactly one of ``device`` and
+        ``selector``), with ``delegate`` or the named ``config`` (neither: the default).
 
         With a named config, the config is resolved per device and checked against the model;
         any problem on any device refuses the whole deploy (400 naming the devices).
         """
-        if request.config is not None and request.delegate is not None:
+        if config is not None and delegate is not None:
             raise InvalidInput("give either a delegate or a named config, not both")
-        record = self._catalog.require_version(request.model, request.version)
+        record = self._catalog.require_version(model, version)
         with self._lock:
-            targets = self._targets(request.device, request.selector)
-            if request.config is None:
-                slot = self._slot(record, request.delegate or DelegateConfig(), None)
+            targets = self._targets(device, selector)
+            if config is None:
+                slot = self._slot(record, delegate or DelegateConfig(), None)
                 plans = {d: _deploying(slot) for d in targets}
             else:
-                plans = self._config_plans(request.config, record, targets)
+                plans = self._config_plans(config, record, targets)
             return self._apply(plans)
 
     def _slot(
@@ -127,14 +130,15 @@ class Fleet:
             )
         return plans
 
-    def undeploy(self, request: UndeployRequest) -> DeploymentResult:
-        """Remove the slot of ``model`` from the target devices."""
-        model = request.model
+    def undeploy(
+        self, model: str, *, device: str | None = None, selector: str | None = None
+    ) -> Deployment:
+        """Remove the slot of ``model`` from the target devices (one of ``device``/``selector``)."""
         with self._lock:
-            targets = self._targets(request.device, request.selector)
+            targets = self._targets(device, selector)
             return self._apply({d: lambda current: plan_undeploy(current, model) for d in targets})
 
-    def put_config(self, name: str, scope: str, values: dict[str, Any]) -> ConfigChange:
+    def put_config(self, name: str, scope: str, values: dict[str, Any]) -> ConfigUpdate:
         """Store a config layer; re-resolve and republish every slot that uses the config."""
         self._configs.check_name(name)
         scope, values = Configs.parse_layer(scope, values)
@@ -143,9 +147,9 @@ class Fleet:
             plans = self._reresolve(name, layers)
             self._configs.put(name, scope, values)
             result = self._apply(plans)
-        return ConfigChange(config=self._configs.show_or_none(name), devices=result.devices)
+        return ConfigUpdate(self._configs.show_or_none(name), result.devices)
 
-    def delete_config(self, name: str, scope: str | None) -> ConfigChange:
+    def delete_config(self, name: str, scope: str | None) -> ConfigUpdate:
         """Delete a layer (or the config); re-resolve and republish the slots that use it."""
         self._configs.check_name(name)
         with self._lock:
@@ -153,7 +157,7 @@ class Fleet:
             plans = self._reresolve(name, Configs.without_layer(current, scope))
             self._configs.delete(name, scope)
             result = self._apply(plans)
-        return ConfigChange(config=self._configs.show_or_none(name), devices=result.devices)
+        return ConfigUpdate(self._configs.show_or_none(name), result.devices)
 
     def _reresolve(self, name: str, layers: list[Layer]) -> _Plans:
         devices = self._repo.devices(self._configs.devices_using(name))
@@ -181,7 +185,7 @@ class Fleet:
 
     def deploy_to(
         self, device_ids: Sequence[str], model: str, version: str, config: str | None
-    ) -> DeploymentResult:
+    ) -> Deployment:
         """Put ``model:version`` (with ``config`` resolved per device) on these devices.
 
         What a rollout wave does; like :meth:`deploy` with a device list. Devices already
@@ -196,7 +200,7 @@ class Fleet:
                 plans = self._config_plans(config, record, list(device_ids))
             return self._apply(plans)
 
-    def restore(self, model: str, previous: Mapping[str, PlannedSlot | None]) -> DeploymentResult:
+    def restore(self, model: str, previous: Mapping[str, PlannedSlot | None]) -> Deployment:
         """Give each device its previous slot of ``model`` back (None: it had none).
 
         A rollout's rollback: the stored slot carries the exact version and resolved delegate,
@@ -218,21 +222,16 @@ class Fleet:
             self._publish_all([(d.id, d.desired_generation, d.slots) for d in devices])
             return len(devices)
 
-    def touch(self, device_id: str) -> DeploymentResult:
+    def touch(self, device_id: str) -> Deployment:
         """Publish the device's document under a new generation (its jobs changed)."""
         with self._lock:
             return self._apply({device_id: _touching})
 
-    def _apply(self, plans: _Plans) -> DeploymentResult:
+    def _apply(self, plans: _Plans) -> Deployment:
         """Run the plans (caller holds the lock); publish to the devices that changed."""
         changes = self._repo.change_each(plans)
         self._publish_all([(c.device_id, c.generation, c.slots) for c in changes if c.changed])
-        return DeploymentResult(
-            devices=[
-                DeviceChange(device_id=c.device_id, generation=c.generation, changed=c.changed)
-                for c in changes
-            ]
-        )
+        return Deployment(tuple(changes))
 
     def _targets(self, device: str | None, selector: str | None) -> list[str]:
         if (device is None) == (selector is None):

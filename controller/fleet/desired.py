@@ -8,46 +8,15 @@ so the device's generation is not bumped and no agent does needless work.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 
+from controller.records import DocumentSignatures
+from controller.records import PlannedSlot as PlannedSlot
+from controller.records import SlotPlan as SlotPlan
 from shared.delegate import DelegateConfig
 from shared.jobs import Job
-from shared.manifests import KeyEndorsement, RollbackAuthorization, SignedManifest
 from shared.messages import ArtifactRef, DesiredState, ModelSlot, ServingSettings
-
-
-@dataclass(frozen=True)
-class PlannedSlot:
-    """One slot of a device's desired state, as the controller stores it."""
-
-    name: str
-    version: str
-    sha256: str
-    size: int
-    delegate: DelegateConfig
-    model_version_id: int = 0
-    config: str | None = None
-    """The named delegate config ``delegate`` was resolved from (None = fleet-wide default)."""
-
-    def same_as(self, other: PlannedSlot) -> bool:
-        """True when serving ``other`` instead of this needs no work on the device."""
-        return (self.name, self.version, self.sha256, self.delegate) == (
-            other.name,
-            other.version,
-            other.sha256,
-            other.delegate,
-        )
-
-
-@dataclass(frozen=True)
-class SlotPlan:
-    """The slots after a change, and whether they differ from before."""
-
-    slots: tuple[PlannedSlot, ...]
-    changed: bool
-    rewrite: bool = False
-    """Store ``slots`` although the device sees no change (e.g. only the config name moved)."""
 
 
 def plan_deploy(current: Sequence[PlannedSlot], slot: PlannedSlot) -> SlotPlan:
@@ -88,17 +57,6 @@ def plan_redelegate(
             changed = True
         slots.append(slot)
     return SlotPlan(tuple(slots), changed=changed)
-
-
-@dataclass(frozen=True)
-class DocumentSignatures:
-    """What one device's desired document carries to be verified (``controller.trust.signing``)."""
-
-    manifests: Mapping[int, SignedManifest]
-    """Signed manifest per model version id."""
-    rollbacks: Mapping[str, RollbackAuthorization]
-    """Rollback authorisation per slot (model) name, for versions older than the newest."""
-    fleet_keys: tuple[KeyEndorsement, ...] = ()
 
 
 def artifact_url(public_url: str, sha256: str) -> str:

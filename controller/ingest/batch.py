@@ -5,6 +5,14 @@ thousands moves tens of thousands. Backpressure: ``submit`` blocks while the que
 stalls the MQTT network thread that calls it, so the broker holds (and eventually throttles) the
 publishers instead of the controller growing without bound. The writer also runs upkeep between
 batches: it recomputes the minute rollups touched since the last upkeep, then applies retention.
+
+The writer thread runs under :class:`shared.supervision.Supervised` (policy ``restart``): an
+unexpected exception is logged and the writer starts again after a backoff, so the queue keeps
+draining instead of filling until ``submit`` blocks the ingest link for good. What happens to the
+batch it crashed on is said at :meth:`IngestBatcher._run`.
+
+Concurrency: ``submit``, ``drain``, ``stats`` and ``absorb`` run on any thread and share the
+queue and counters under ``_cond``; ``_pending`` and ``_crashes`` belong to the writer thread.
 """
 
 from __future__ import annotations
@@ -21,8 +29,12 @@ from controller.db.schema import utcnow
 from controller.db.telemetry_store import Retention, TelemetryStore
 from controller.errors import ControllerError
 from shared.messages import Event, Telemetry
+from shared.supervision import Supervised
 
 logger = logging.getLogger(__name__)
+
+_ATTEMPTS = 4
+"""Writes of one batch before it is given up (stored one message at a time, see ``_give_up``)."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +107,11 @@ class IngestBatcher:
         self._cond = threading.Condition()
         self._in_flight = 0
         self._stopping = False
-        self._thread: threading.Thread | None = None
+        self._writer: Supervised | None = None
+        self._pending: list[Telemetry | Event] = []
+        """The batch being written; still set after the writer crashed on it (see ``_run``)."""
+        self._crashes = 0
+        """How many runs of the writer crashed on ``_pending``."""
         self._dirty: set[tuple[str, datetime]] = set()
         self._last_upkeep = time.monotonic()
         self._rate_window: deque[tuple[float, int]] = deque(maxlen=64)
@@ -112,19 +128,23 @@ class IngestBatcher:
         return self._retention
 
     def start(self) -> None:
-        """Start the writer thread."""
+        """Start the writer thread (supervised: restarted after a crash)."""
         self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="jetfleet-ingest", daemon=True)
-        self._thread.start()
+        self._writer = Supervised("jetfleet-ingest", self._run, policy="restart", logger=logger)
+        self._writer.start()
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Write what is queued, refresh rollups, then end the writer thread."""
+        """Write what is queued, refresh rollups, then end the writer thread.
+
+        The supervisor gets no stop event on purpose: a writer that crashes while stopping is
+        restarted once more to write what is left (given up at once, see ``_run``).
+        """
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-            self._thread = None
+        if self._writer is not None:
+            self._writer.join(timeout_s)
+            self._writer = None
 
     def submit(self, item: Telemetry | Event) -> None:
         """Queue one message; blocks while the queue is full (backpressure)."""
@@ -153,13 +173,17 @@ class IngestBatcher:
         """Refresh dirty rollups and apply retention now (normally every ``upkeep_every_s``)."""
         with self._cond:
             dirty, self._dirty = self._dirty, set()
+        done = False
         try:
             self._store.refresh_rollups(dirty)
             self._store.prune(self._clock(), self._retention)
+            done = True
         except ControllerError as exc:
             logger.error("telemetry upkeep failed (retried later): %s", exc)
-            with self._cond:
-                self._dirty |= dirty
+        finally:
+            if not done:  # also when an unexpected error crashes the writer: retried after it
+                with self._cond:
+                    self._dirty |= dirty
         self._last_upkeep = time.monotonic()
 
     def absorb(self, counts: BatchCounts) -> None:
@@ -203,6 +227,18 @@ class IngestBatcher:
     # --- the writer thread -------------------------------------------------------------------
 
     def _run(self) -> None:
+        """The writer thread's body, run under :class:`Supervised` (policy ``restart``).
+
+        A write that raises something other than :class:`ControllerError` (a bug, or a driver
+        error the store failed to translate) crashes the writer. The batch it was writing is
+        neither stored nor dropped: it stays in ``_pending`` and in flight (``drain`` waits for
+        it, ``stats`` counts it as queued), and the restarted writer first writes it again,
+        counting each crash as a write error. Those are the retry rules of a batch the database
+        refuses: after :data:`_ATTEMPTS` crashes on it, or while stopping, it is given up: stored
+        one message at a time, and each message that still fails is dropped, counted and logged.
+        """
+        if self._pending:
+            self._resume()
         while True:
             batch = self._take()
             if batch:
@@ -226,10 +262,33 @@ class IngestBatcher:
             self._cond.notify_all()
             return batch
 
+    def _resume(self) -> None:
+        """Write the batch a crashed run left in ``_pending`` again, or give it up."""
+        batch = self._pending
+        self._crashes += 1
+        with self._cond:
+            self._errors += 1
+        if self._crashes < _ATTEMPTS and not self._stopping:
+            logger.warning(
+                "writing again the %d telemetry messages the ingest writer crashed on", len(batch)
+            )
+            self._write(batch)
+            return
+        logger.error(
+            "giving up the batch of %d telemetry messages the ingest writer crashed on %d times",
+            len(batch),
+            self._crashes,
+        )
+        self._give_up(
+            [m for m in batch if isinstance(m, Telemetry)],
+            [m for m in batch if isinstance(m, Event)],
+        )
+
     def _write(self, batch: list[Telemetry | Event]) -> None:
+        self._pending = batch
         samples = [m for m in batch if isinstance(m, Telemetry)]
         events = [m for m in batch if isinstance(m, Event)]
-        for attempt in range(4):
+        for attempt in range(_ATTEMPTS):
             try:
                 result = self._store.write_batch(samples, events, self._clock())
                 break
@@ -237,10 +296,11 @@ class IngestBatcher:
                 with self._cond:
                     self._errors += 1
                 logger.error("storing %d telemetry messages failed: %s", len(batch), exc)
-                if self._stopping or attempt == 3:
+                if self._stopping or attempt == _ATTEMPTS - 1:
                     self._give_up(samples, events)
                     return
                 time.sleep(0.5 * 2**attempt)  # back off while the database recovers
+        self._pending, self._crashes = [], 0
         with self._cond:
             self._samples += result.samples_inserted
             self._duplicates += result.samples_duplicate
@@ -259,8 +319,11 @@ class IngestBatcher:
         for one_s, one_e in [([s], []) for s in samples] + [([], [e]) for e in events]:
             try:
                 result = self._store.write_batch(one_s, one_e, now)
-            except ControllerError as exc:
-                logger.error("dropped a telemetry message the database refuses: %s", exc)
+            except Exception as exc:  # the last resort: count it, never crash the writer on it
+                unexpected = not isinstance(exc, ControllerError)
+                logger.error(
+                    "dropped a telemetry message the database refuses: %s", exc, exc_info=unexpected
+                )
                 with self._cond:
                     self._dropped += 1
                 continue
@@ -269,6 +332,7 @@ class IngestBatcher:
                 self._duplicates += result.samples_duplicate
                 self._events += result.events_inserted
                 self._dirty |= result.dirty
+        self._pending, self._crashes = [], 0
         with self._cond:
             self._in_flight = 0
             self._cond.notify_all()

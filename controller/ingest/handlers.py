@@ -1,5 +1,8 @@
 """Inbound MQTT messages → database. A bad payload is logged once, counted, and dropped.
 
+Reported state and presence are stored as they arrive; telemetry and events go through the
+batched writer (:class:`controller.ingest.batch.IngestBatcher`) and count as accepted once written.
+
 A payload over ``max_payload_bytes`` is dropped before it is decoded; it counts as rejected on its
 channel and is logged at most once per device and window (:class:`LogThrottle`), so one device
 sending huge messages can neither exhaust memory in the decoder nor flood the log.
@@ -16,12 +19,12 @@ from datetime import datetime
 
 from pydantic import BaseModel, ValidationError
 
-from controller.api.schemas import IngestStats
 from controller.db.repository import Repository
 from controller.db.schema import utcnow
 from controller.errors import ControllerError
 from controller.ingest.batch import IngestBatcher
 from controller.ingest.log_throttle import LogThrottle
+from controller.records import IngestCounts
 from controller.settings import DEFAULT_MAX_MQTT_PAYLOAD_BYTES
 from shared.codec import MESSAGE_TYPES, MessageError, decode_for
 from shared.messages import Event, ReportedState, Status, Telemetry
@@ -51,8 +54,8 @@ class Ingest:
         self,
         repo: Repository,
         topics: Topics,
+        batcher: IngestBatcher,
         clock: Callable[[], datetime] = utcnow,
-        batcher: IngestBatcher | None = None,
         max_payload_bytes: int = DEFAULT_MAX_MQTT_PAYLOAD_BYTES,
         log_throttle: LogThrottle | None = None,
         is_revoked: Callable[[str], bool] | None = None,
@@ -64,9 +67,8 @@ class Ingest:
         self._max_payload = max_payload_bytes
         self._throttle = log_throttle or LogThrottle()
         self._batcher = batcher
-        """When set, telemetry and events are queued for batched writes (issue 6)."""
-        if batcher is not None:
-            batcher.on_written = self._count_written
+        """Telemetry and events are queued for batched writes (issue 6)."""
+        batcher.on_written = self._count_written
         self._topics = topics
         self._parsed: dict[str, tuple[str, Channel] | None] = {}
         """Topic → (device, channel): a fleet has a bounded set of topics, parsed once each."""
@@ -113,7 +115,7 @@ class Ingest:
         except MessageError as exc:
             self._reject(channel, device_id, exc)
             return
-        if self._batcher is not None and isinstance(message, (Telemetry, Event)):
+        if isinstance(message, (Telemetry, Event)):
             self._batcher.submit(message)  # counted as accepted once written
             return
         try:
@@ -156,10 +158,10 @@ class Ingest:
             if last_rejection is not None:
                 self._last_rejection = last_rejection
 
-    def stats(self) -> IngestStats:
+    def stats(self) -> IngestCounts:
         """Counts since start, for ``GET /api/v1/ingest``."""
         with self._lock:
-            return IngestStats(
+            return IngestCounts(
                 accepted=self._accepted,
                 rejected=sum(self._rejected.values()),
                 rejected_by_channel=dict(self._rejected),
@@ -174,6 +176,7 @@ class Ingest:
             self._last_rejection = line
 
     def _store(self, message: BaseModel, now: datetime) -> None:
+        """Store reported state or presence (telemetry and events go to the batcher)."""
         if isinstance(message, ReportedState):
             self._repo.record_reported(message, now)
         elif isinstance(message, Status):
@@ -189,10 +192,6 @@ class Ingest:
                 )
                 message = message.model_copy(update={"state": "offline"})
             self._repo.record_status(message, now)
-        elif isinstance(message, Telemetry):
-            self._repo.add_telemetry(message, now)
-        elif isinstance(message, Event):
-            self._repo.add_event(message, now)
 
 
 def _decode(channel: Channel, payload: bytes) -> BaseModel:

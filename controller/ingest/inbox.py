@@ -20,6 +20,13 @@ retained on the broker and arrive again on reconnect, telemetry samples in the q
 
 Gated: ``admit`` (ingest's size check) sees every message before it is queued, so an oversized
 payload is counted and dropped on the network thread instead of waiting in memory.
+
+Supervised: a message whose ingest raises is logged and dropped, and the lane goes on. Anything
+that still ends a lane's loop (an exception outside ``Exception``, such as a ``SystemExit`` from
+a library, or a bug in the lane itself) would leave its queue filling until ``put`` blocked the
+network thread for good; each worker runs under :class:`shared.supervision.Supervised`
+(``restart``), which logs it with the thread's name and runs the lane again after a back-off.
+Its queue lives outside the loop, so nothing queued is lost by a restart.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
+
+from shared.supervision import Supervised
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +60,7 @@ class _Lane:
         self._sleeping = False
         self._room = threading.Event()
         self._waiting_for_room = False
-        self.thread = threading.Thread(target=self._run, name=f"jetfleet-inbox-{name}", daemon=True)
+        self.guard = Supervised(f"jetfleet-inbox-{name}", self._run, policy="restart")
         self.high_water = 0
 
     def __len__(self) -> int:
@@ -121,7 +130,7 @@ class Inbox:
 
     def start(self) -> None:
         for lane in self._all():
-            lane.thread.start()
+            lane.guard.start()
 
     def put(self, topic: str, payload: bytes) -> None:
         """Queue one message on its lane (blocks while that lane is full) unless refused."""
@@ -143,7 +152,7 @@ class Inbox:
     def stop(self, timeout_s: float = 30.0) -> None:
         """Handle what is queued, then stop the workers."""
         for lane in self._all():
-            if lane.thread.is_alive():
+            if lane.guard.is_alive():
                 lane.put_stop()
         for lane in self._all():
-            lane.thread.join(timeout_s)
+            lane.guard.join(timeout_s)

@@ -12,8 +12,11 @@ It speaks only what an ingest worker needs: CONNECT (clean session, user name an
 TLS through the same context as :mod:`controller.mqtt_bus`), one SUBSCRIBE at QoS 1 whose
 SUBACK ``start`` waits for, PUBLISH at QoS 0 and 1 in, PUBACK out, PINGREQ while idle, and
 DISCONNECT on ``stop``. A lost connection is retried with back-off (1 s doubling to 30 s), and
-the subscription is made again. The controller's own client (publishing desired documents,
-receiving state) stays paho.
+the subscription is made again. Anything else that ends a session (a bug, ``on_batch`` raising)
+ends the link's loop; the loop runs under :class:`shared.supervision.Supervised` (``restart``),
+which logs it with the thread's name and starts it again (a new connection) after its own
+back-off. The controller's own client (publishing desired documents, receiving state) stays
+paho.
 
 Delivery is what it was with paho and the inbox: a message is acknowledged once it has been
 read off the socket (before it is stored), so a worker killed mid-batch loses what it had read
@@ -44,6 +47,7 @@ from shared.mqtt_wire import (
     split_packets,
     subscribe_packet,
 )
+from shared.supervision import Supervised
 from shared.transport import MqttAuth, parse_broker_url
 
 logger = logging.getLogger(__name__)
@@ -101,18 +105,24 @@ class IngestLink:
         self._send_lock = threading.Lock()
         self._sock: socket.socket | None = None
         self._last_send = 0.0
-        self._thread: threading.Thread | None = None
+        self._guard: Supervised | None = None
 
     @property
     def connected(self) -> bool:
         """Connected and subscribed now."""
         return self._subscribed.is_set()
 
+    @property
+    def restarts(self) -> int:
+        """How many times the link's loop was started again after a crash (since ``start``)."""
+        return self._guard.restarts if self._guard is not None else 0
+
     def start(self, timeout_s: float = 10.0) -> None:
         """Connect, subscribe, and keep reading on a thread; BusError if not subscribed in time."""
         self._stopping.clear()
-        self._thread = threading.Thread(target=self._run, name="jetfleet-ingest-link", daemon=True)
-        self._thread.start()
+        self._guard = Supervised(
+            "jetfleet-ingest-link", self._run, policy="restart", stop=self._stopping
+        ).start()
         deadline = time.monotonic() + timeout_s
         while not self._subscribed.wait(0.05):
             if self._refused or self._first_refusal or time.monotonic() >= deadline:
@@ -136,14 +146,14 @@ class IngestLink:
         socket shut under it.
         """
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(10.0)
+        if self._guard is not None:
+            self._guard.join(10.0)
             sock = self._sock
-            if self._thread.is_alive() and sock is not None:
+            if self._guard.is_alive() and sock is not None:
                 with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                self._thread.join(5.0)
-            self._thread = None
+                self._guard.join(5.0)
+            self._guard = None
         self._subscribed.clear()
 
     # --- the link's thread -------------------------------------------------------------------
@@ -154,16 +164,13 @@ class IngestLink:
             began = time.monotonic()
             try:
                 self._session()
-            except Exception as exc:  # any failure ends this session; the next one starts over
+            except (BusError, ProtocolError, OSError) as exc:  # the next session starts over
                 if self._stopping.is_set():
                     break
-                if isinstance(exc, (BusError, ProtocolError)):
-                    error = str(exc)
-                elif isinstance(exc, OSError):
+                if isinstance(exc, OSError):
                     error = explain_connect_error(exc, CONTROLLER_FIXES)
                 else:
-                    logger.exception("the ingest link failed; reconnecting")
-                    error = f"{type(exc).__name__}: {exc}"
+                    error = str(exc)
                 if error != self._error:
                     logger.warning("MQTT broker %s: %s; reconnecting", self.broker_url, error)
                 self._error = error

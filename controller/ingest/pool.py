@@ -22,6 +22,11 @@ what agents send after the restart is stored, and a sample stored twice is impos
 
 The embedded broker (amqtt) has no shared subscriptions: ``--ingest-workers`` with it is refused
 at start.
+
+The supervising thread itself runs under :class:`shared.supervision.Supervised` (``restart``):
+before, an exception in it (a report the counters refused, a spawn that failed) ended it without
+a word, and from then on no dead worker was started again and no report was read. Its state is
+in the worker slots, so a restarted thread carries on where the crashed one stopped.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from controller.ingest.handlers import Ingest
 from controller.ingest.link import IngestLink
 from controller.ingest.worker import WorkerConfig, WorkerReport, worker_main
 from controller.settings import Settings
+from shared.supervision import Supervised
 from shared.topics import AGENT_PUBLISHES, Channel, Topics
 from shared.transport import MqttAuth
 
@@ -135,7 +141,7 @@ class IngestWorkers:
         self._start_timeout = start_timeout_s
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._guard: Supervised | None = None
         self._restarts = 0
 
     @property
@@ -167,18 +173,17 @@ class IngestWorkers:
             self._stopping.set()
             self._end_all(10.0)
             raise
-        self._thread = threading.Thread(
-            target=self._supervise, name="jetfleet-ingest-workers", daemon=True
-        )
-        self._thread.start()
+        self._guard = Supervised(
+            "jetfleet-ingest-workers", self._supervise, policy="restart", stop=self._stopping
+        ).start()
         logger.info("%d ingest worker processes subscribed", len(self._slots))
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """SIGTERM every worker, wait for it to write what it holds, kill what remains."""
         self._stopping.set()
-        if self._thread is not None:
-            self._thread.join(timeout_s + 15.0)
-            self._thread = None
+        if self._guard is not None:
+            self._guard.join(timeout_s + 15.0)
+            self._guard = None
         self._end_all(timeout_s)
 
     # --- supervision -------------------------------------------------------------------------

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import NoReturn
 
-from controller.api.schemas import IngestStats
 from controller.broker_admin.acl import ingest_share_filter
 from controller.db.repository import Repository
 from controller.db.session import make_engine
@@ -39,6 +38,7 @@ from controller.errors import ControllerError
 from controller.ingest.batch import BatchCounts, BatchStats, IngestBatcher
 from controller.ingest.handlers import Ingest, tune_garbage_collector
 from controller.ingest.link import IngestLink
+from controller.records import IngestCounts
 from shared.topics import Topics
 from shared.transport import MqttAuth
 
@@ -96,7 +96,7 @@ class _Reporter:
 
 
 def _delta(
-    before: IngestStats, after: IngestStats, batch_before: BatchStats, batch_after: BatchStats
+    before: IngestCounts, after: IngestCounts, batch_before: BatchStats, batch_after: BatchStats
 ) -> WorkerReport:
     rejected = Counter(after.rejected_by_channel)
     rejected.subtract(before.rejected_by_channel)

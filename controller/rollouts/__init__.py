@@ -1,6 +1,11 @@
 """Rollouts in waves gated on each device's inference health, with automatic rollback (issue 5).
 
-``model`` (records), ``targeting`` / ``waves`` / ``health`` / ``machine`` (pure logic with an
-injected clock), ``service`` (API operations), ``loop`` (the leader's background loop),
-``schemas`` (HTTP bodies). Database access lives in ``controller.db.rollout_store``.
+``model`` (the records, kept in :mod:`controller.records.rollouts`), ``targeting`` / ``waves`` /
+``health`` / ``machine`` / ``delegation`` (pure logic with an injected clock; slot phases are
+:class:`shared.messages.SlotPhase`), ``service`` (API operations), ``loop`` (the leader's
+background loop), ``schemas`` (HTTP bodies). Database access lives in
+``controller.db.rollout_store``.
+
+Layer: below the API, beside jobs; may use fleet (deploy and restore slots), db, the leaves and
+``shared``.
 """

@@ -6,6 +6,12 @@ where the last one stopped. Ordering makes that safe: a device's previous slot i
 its desired state changes; a rollback publishes the previous slots before it records the
 rollout as rolled back; every publish is idempotent (an unchanged slot keeps its generation),
 so repeating a step after a crash changes nothing on the devices.
+
+A database error ends the tick (logged) and the next tick tries again. Any other exception ends
+the loop's body; it runs under :class:`shared.supervision.Supervised` (``restart``: a rollout
+loop that stopped would stop every rollout), which logs it with the thread's name and runs the
+loop again after a back-off (1 s, doubling to 60 s), so one that keeps failing does not flood
+the log four times a second, and its lease lapses for another replica to take over.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from controller.rollouts.model import (
 )
 from controller.rollouts.targeting import Candidate, select
 from shared.delegate import DelegateConfig
+from shared.supervision import Supervised
 
 logger = logging.getLogger(__name__)
 
@@ -99,20 +106,25 @@ class RolloutLoop:
         self._lease_until: datetime | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._guard: Supervised | None = None
+
+    @property
+    def restarts(self) -> int:
+        """How many times the loop was started again after a crash (since ``start``)."""
+        return self._guard.restarts if self._guard is not None else 0
 
     def start(self) -> None:
         self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="jetfleet-rollouts", daemon=True)
-        self._thread.start()
+        self._guard = Supervised("jetfleet-rollouts", self._run, policy="restart", stop=self._stop)
+        self._guard.start()
 
     def stop(self) -> None:
         """Stop the thread and give the lease up, so another replica takes over at once."""
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(30)
-            self._thread = None
+        if self._guard is not None:
+            self._guard.join(30)
+            self._guard = None
         if self._lease_until is not None:
             try:
                 self._store.release_lease(LEASE, self.holder)
@@ -134,8 +146,6 @@ class RolloutLoop:
                 self.run_once()
             except ControllerError as exc:
                 logger.error("rollout loop: %s", exc)
-            except Exception:
-                logger.exception("rollout loop tick failed")
             self._wake.wait(self._interval)
             self._wake.clear()
 
@@ -199,17 +209,12 @@ class RolloutLoop:
             device = devices.get(target.device_id)
             if device is None:
                 continue
-            slot = next((s for s in device.reported_slots if s.get("name") == spec.model), {})
+            slot = next((s for s in device.reported if s.name == spec.model), None)
             health = None
             if target.device_id in windows:
                 health = summarize(windows[target.device_id], spec.model, spec.version)
-            result[target.device_id] = machine.Observation(
-                observed_generation=device.observed_generation,
-                phase=slot.get("phase"),
-                active_version=slot.get("active_version"),
-                desired_version=slot.get("desired_version"),
-                last_error=slot.get("last_error"),
-                health=health,
+            result[target.device_id] = machine.Observation.of(
+                device.observed_generation, slot, health
             )
         return result
 

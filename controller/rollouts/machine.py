@@ -26,6 +26,7 @@ from controller.rollouts.model import (
     Target,
     TargetStatus,
 )
+from shared.messages import SlotPhase, SlotStatus
 
 LOOP = "rollout-loop"
 """The actor of every transition the loop decides by itself."""
@@ -44,12 +45,28 @@ class Observation:
     """What the controller knows of one device now (from its ReportedState and telemetry)."""
 
     observed_generation: int | None = None
-    phase: str | None = None
+    phase: SlotPhase | None = None
     active_version: str | None = None
     desired_version: str | None = None
     last_error: str | None = None
     health: Baseline | None = None
     """The model's health on the new version since the device validated it."""
+
+    @classmethod
+    def of(
+        cls, observed_generation: int | None, slot: SlotStatus | None, health: Baseline | None
+    ) -> Observation:
+        """What the device's report says of the rollout's slot (None: it reports no such slot)."""
+        if slot is None:
+            return cls(observed_generation=observed_generation, health=health)
+        return cls(
+            observed_generation=observed_generation,
+            phase=slot.phase,
+            active_version=slot.active_version,
+            desired_version=slot.desired_version,
+            last_error=slot.last_error,
+            health=health,
+        )
 
 
 @dataclass
@@ -116,13 +133,14 @@ def judge(target: Target, obs: Observation | None, rollout: Rollout, now: dateti
     validated_at = target.validated_at
     if validated_at is None and obs is not None:
         current = (obs.observed_generation or -1) >= generation
-        if current and obs.phase == "failed" and obs.desired_version in (None, spec.version):
+        failed = obs.phase is SlotPhase.FAILED
+        if current and failed and obs.desired_version in (None, spec.version):
             why = obs.last_error or "no error given"
             return _finish(target, TargetStatus.FAILED, f"validation failed: {why}", now)
-        if current and obs.phase == "rolled_back":
+        if current and obs.phase is SlotPhase.ROLLED_BACK:
             why = obs.last_error or "no error given"
             return _finish(target, TargetStatus.FAILED, f"the device rolled back: {why}", now)
-        if current and obs.phase == "serving" and obs.active_version == spec.version:
+        if current and obs.phase is SlotPhase.SERVING and obs.active_version == spec.version:
             validated_at = now
             target = replace(target, validated_at=now)
     if validated_at is None:
@@ -131,7 +149,8 @@ def judge(target: Target, obs: Observation | None, rollout: Rollout, now: dateti
             if obs is None or (obs.observed_generation or -1) < generation:
                 why = f"silent: no report of generation {target.generation} within {timeout:g} s"
             else:
-                why = f"not serving {spec.version} within {timeout:g} s (phase {obs.phase})"
+                phase = obs.phase.value if obs.phase is not None else None
+                why = f"not serving {spec.version} within {timeout:g} s (phase {phase})"
             return _finish(target, TargetStatus.FAILED, why, now)
         return target
     broken = _gate_problem(target, obs.health if obs is not None else None, rollout)

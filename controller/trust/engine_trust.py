@@ -29,19 +29,20 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Literal, get_args
 
 from controller.errors import InvalidInput
+from controller.records import UNRECORDED as UNRECORDED
+from controller.records import Provenance as Provenance
+from controller.records import TrustEntry as TrustEntry
+from controller.records import TrustMode as TrustMode
+from controller.records import UploaderKind as UploaderKind
+from controller.records import check_mode as check_mode
 from shared.engine_keys import ValidityKey
 from shared.engine_validity import ort_validity, trt_validity
 from shared.hardware_class import hardware_class
 from shared.messages import DeviceFacts
 
-TrustMode = Literal["devices", "approval"]
-"""Per hardware class: are device builds shared with twins at once, or after approval?"""
-UploaderKind = Literal["device", "operator", "unknown"]
-"""Who uploaded a stored build; ``unknown`` for builds stored before uploaders were recorded."""
 EngineStatus = Literal["operator", "approved", "trusted", "pending"]
 """Whether twins get a build: uploaded by an operator, approved by one, built by a device of a
 trusted class, or pending approval (only its builder gets it)."""
@@ -59,30 +60,6 @@ class Uploader:
 
     kind: Literal["device", "operator"]
     name: str
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """Who stored a build, for which class, and who approved it for twins."""
-
-    uploader: UploaderKind
-    uploaded_by: str | None
-    hardware_class: str | None
-    approved_by: str | None = None
-    approved_at: datetime | None = None
-
-
-UNRECORDED = Provenance("unknown", None, None)
-
-
-@dataclass(frozen=True)
-class TrustEntry:
-    """The trust mode an operator set for one hardware class (or :data:`FLEET_DEFAULT`)."""
-
-    hardware_class: str
-    mode: TrustMode
-    set_by: str | None
-    set_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -202,12 +179,3 @@ def check_class(name: str) -> str:
             "without its own setting"
         )
     return name
-
-
-def check_mode(mode: str) -> TrustMode:
-    """``mode`` as a :data:`TrustMode`; else InvalidInput."""
-    if mode == "devices":
-        return "devices"
-    if mode == "approval":
-        return "approval"
-    raise InvalidInput(f"invalid trust mode {mode[:40]!r}: expected devices or approval")

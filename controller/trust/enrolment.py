@@ -11,7 +11,7 @@ bound to one device id and carrying labels). The agent exchanges it once for its
 
 The device gets the token's labels (stored on the device at once, so selectors match it before
 its first report); labels the agent asks for itself are ignored and logged
-(:mod:`controller.fleet.labels`). A token without labels leaves a re-enrolled device's labels as
+(:mod:`controller.trust.labels`). A token without labels leaves a re-enrolled device's labels as
 they are.
 
 Re-enrolling replaces the identity: the old broker credential is deleted and the old API token
@@ -36,19 +36,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from controller.auth.service import AccessControl
-from controller.broker_admin.acl import device_of_username, device_username
+from controller.broker_admin.acl import device_username
 from controller.broker_admin.base import BrokerAdmin
-from controller.broker_admin.passwords import (
-    PasswordHash,
-    hash_password,
-    new_password,
-    verify_password,
-)
+from controller.broker_admin.passwords import hash_password, new_password
 from controller.db.identity_store import EnrolTokenRecord, IdentityRecord, IdentityStore
 from controller.db.repository import Repository
 from controller.db.schema import utcnow
 from controller.errors import ControllerError, InvalidInput, NotFound
-from controller.fleet.labels import check_labels, describe, ignored_labels
+from controller.trust.labels import check_labels, describe, ignored_labels
 from shared.topics import DEFAULT_PREFIX, TopicError, check_device_id
 
 logger = logging.getLogger(__name__)
@@ -364,24 +359,3 @@ def _check_device(device_id: str) -> None:
 
 def _stamp(when: datetime) -> str:
     return when.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def check_device_login(store: IdentityStore, username: str, password: str) -> bool:
-    """True when ``username``/``password`` is an enrolled, unrevoked device credential (the
-    embedded broker asks this at every login)."""
-    device_id = device_of_username(username)
-    if device_id is None:
-        return False
-    identity = store.identity(device_id)
-    if (
-        identity is None
-        or identity.revoked_at is not None
-        or identity.broker_password_hash is None
-        or identity.broker_username != username
-    ):
-        return False
-    try:
-        stored = PasswordHash.decode(identity.broker_password_hash)
-    except ValueError:
-        return False
-    return verify_password(password, stored)

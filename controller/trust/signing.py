@@ -1,16 +1,19 @@
-"""The fleet's ed25519 signing key: the only controller module that imports cryptography.
+"""The fleet's signing key in use: key creation and rotation, manifests, rollback
+authorisations and desired documents signed by it.
 
-Private keys live in ``<data dir>/keys/<key id>.key`` (PKCS#8 PEM, mode 0600, directory 0700);
-public keys, their retirement and rotation endorsements in the ``signing_keys`` table. The active
-key is the newest one not retired; it is read from the database on every signing, so a
-``jetfleet keys rotate`` run next to a serving controller takes effect at its next publication.
+The private key files are :mod:`controller.trust.key_files` (the only module that imports
+cryptography); public keys, their retirement and rotation endorsements are in the
+``signing_keys`` table. The active key is the newest one not retired; it is read from the
+database on every signing, so a ``jetfleet keys rotate`` run next to a serving controller takes
+effect at its next publication.
 
 Manifests are signed lazily: a model version's when a desired document that names it is built,
 an engine's when the store accepts it and whenever a twin GETs it. A stored signed manifest is
 reused until less than half of its validity is left or another key became active, then signed
-again. :class:`SignatureRefresher` republishes every desired document when a deployed version's
-manifest went stale, so a device that stays offline for weeks still finds valid manifests in
-its retained document, and devices learn about a rotation without waiting for a deployment.
+again. :class:`controller.trust.refresher.SignatureRefresher` republishes every desired document
+when a deployed version's manifest went stale (:meth:`FleetSigner.stale`), so a device that
+stays offline for weeks still finds valid manifests in its retained document, and devices learn
+about a rotation without waiting for a deployment.
 
 Every desired document is signed whole (:meth:`FleetSigner.sign_documents`) by the key at the
 end of the rotation chain it carries, so an enrolled agent refuses documents nobody signed.
@@ -19,22 +22,18 @@ end of the rotation chain it carries, so an enrolled agent refuses documents nob
 from __future__ import annotations
 
 import logging
-import os
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pydantic import ValidationError
 
 from controller.db.schema import utcnow
 from controller.db.signing_store import KeyRecord, SigningStore
-from controller.errors import ControllerError
-from controller.fleet.desired import DocumentSignatures, PlannedSlot
+from controller.records import DocumentSignatures, PlannedSlot
+from controller.trust.key_files import KeyFiles, SigningError
 from shared.engines import EngineManifest
 from shared.manifests import (
     ENGINE_VERSION,
@@ -44,9 +43,6 @@ from shared.manifests import (
     Manifest,
     RollbackAuthorization,
     SignedManifest,
-    b64decode,
-    b64encode,
-    key_id_of,
 )
 from shared.messages import DesiredState
 
@@ -54,12 +50,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_VALIDITY = timedelta(days=30)
 """How long a signed manifest or rollback authorisation holds."""
-
-KEYS_DIR = "keys"
-
-
-class SigningError(ControllerError):
-    """The fleet has no usable signing key (none created, or its private key file is missing)."""
 
 
 @dataclass(frozen=True)
@@ -83,11 +73,10 @@ class FleetSigner:
         clock: Callable[[], datetime] = utcnow,
     ) -> None:
         self._store = store
-        self.keys_dir = data_dir / KEYS_DIR
+        self._files = KeyFiles(data_dir)
+        self.keys_dir = self._files.directory
         self._validity = validity
         self._clock = clock
-        self._private: dict[str, Ed25519PrivateKey] = {}
-        self._lock = threading.Lock()
 
     # --- keys --------------------------------------------------------------------------------
 
@@ -104,23 +93,21 @@ class FleetSigner:
         active = self._store.active_key()
         if active is not None:
             return active, False
-        private = Ed25519PrivateKey.generate()
-        key_id, public = self._write_private(private)
+        key_id, public = self._files.create()
         record = self._store.add_first_key(key_id, public, self._clock())
-        logger.info("created the fleet signing key %s (%s)", key_id, self._path(key_id))
+        logger.info("created the fleet signing key %s (%s)", key_id, self._files.path(key_id))
         return record, True
 
     def rotate(self) -> tuple[KeyRecord, KeyRecord]:
         """A new active key endorsed by the current one, which is retired: (new, old)."""
         old = self._require_active()
-        old_private = self._private_key(old)
-        private = Ed25519PrivateKey.generate()
-        key_id, public = self._write_private(private)
+        self._files.require(old)  # before a new key file is written
+        key_id, public = self._files.create()
         now = self._clock()
         unsigned = KeyEndorsement(
             key_id=key_id, public_key=public, created=self._now(), endorsed_by=old.key_id
         )
-        signature = b64encode(old_private.sign(unsigned.payload()))
+        signature = self._files.sign(old, unsigned.payload())
         endorsement = unsigned.model_copy(update={"signature": signature})
         new = self._store.rotate(
             old.key_id, key_id, public, endorsement.model_dump(mode="json", by_alias=True), now
@@ -162,8 +149,8 @@ class FleetSigner:
             expires=now + self._validity,
             key_id=key.key_id,
         )
-        signature = self._private_key(key).sign(manifest.payload())
-        return SignedManifest(manifest=manifest, signature=b64encode(signature))
+        signature = self._files.sign(key, manifest.payload())
+        return SignedManifest(manifest=manifest, signature=signature)
 
     def authorize_rollback(
         self,
@@ -188,7 +175,7 @@ class FleetSigner:
             expires=self._now() + self._validity,
             key_id=key.key_id,
         )
-        signature = b64encode(self._private_key(key).sign(unsigned.payload()))
+        signature = self._files.sign(key, unsigned.payload())
         return unsigned.model_copy(update={"signature": signature})
 
     def documents(
@@ -247,7 +234,7 @@ class FleetSigner:
         if key is None:
             return self.sign_documents([doc])[0]
         doc = doc.model_copy(update={"signature": None})
-        signature = b64encode(self._private_key(key).sign(doc.signing_payload()))
+        signature = self._files.sign(key, doc.signing_payload())
         return doc.model_copy(
             update={"signature": DocumentSignature(key_id=key.key_id, signature=signature)}
         )
@@ -328,104 +315,6 @@ class FleetSigner:
                 "`jetfleet serve`, which creates one)"
             )
         return active
-
-    def _path(self, key_id: str) -> Path:
-        return self.keys_dir / f"{key_id}.key"
-
-    def _write_private(self, private: Ed25519PrivateKey) -> tuple[str, str]:
-        """Write a new private key file (0600, in a 0700 directory): (key id, public b64)."""
-        raw_public = private.public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw
-        )
-        key_id = key_id_of(raw_public)
-        pem = private.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-        try:
-            self.keys_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.chmod(self.keys_dir, 0o700)
-            fd = os.open(self._path(key_id), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(pem)
-                f.flush()
-                os.fsync(f.fileno())
-            dir_fd = os.open(self.keys_dir, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-        except OSError as exc:
-            raise SigningError(
-                f"cannot write the signing key to {self._path(key_id)}: {exc.strerror}; "
-                "check the permissions of the data directory (--data-dir)"
-            ) from exc
-        with self._lock:
-            self._private[key_id] = private
-        return key_id, b64encode(raw_public)
-
-    def _private_key(self, key: KeyRecord) -> Ed25519PrivateKey:
-        with self._lock:
-            cached = self._private.get(key.key_id)
-        if cached is not None:
-            return cached
-        path = self._path(key.key_id)
-        try:
-            loaded = serialization.load_pem_private_key(path.read_bytes(), password=None)
-        except FileNotFoundError as exc:
-            raise SigningError(
-                f"the private key of the active signing key {key.key_id} is not at {path}: copy "
-                "it from the controller that created it, or rotate from one that has it"
-            ) from exc
-        except (OSError, ValueError, TypeError) as exc:
-            raise SigningError(f"cannot read the signing key file {path}: {exc}") from exc
-        if not isinstance(loaded, Ed25519PrivateKey):
-            raise SigningError(f"{path} is not an ed25519 private key")
-        raw_public = loaded.public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw
-        )
-        if b64decode(key.public_key) != raw_public:
-            raise SigningError(
-                f"{path} does not hold the private half of signing key {key.key_id}: "
-                "the file was replaced; restore the original"
-            )
-        with self._lock:
-            self._private[key.key_id] = loaded
-        return loaded
-
-
-class SignatureRefresher:
-    """Every ``interval_s``, republish all desired documents when ``stale()`` says so."""
-
-    def __init__(
-        self,
-        stale: Callable[[], bool],
-        republish: Callable[[], int],
-        interval_s: float = 300.0,
-    ) -> None:
-        self._stale = stale
-        self._republish = republish
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="jetfleet-resign", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(15)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            try:
-                if self._stale():
-                    count = self._republish()
-                    logger.info("manifests signed again; republished %d desired documents", count)
-            except ControllerError as exc:
-                logger.error("could not refresh manifest signatures: %s", exc)
 
 
 def _parse(stored: Mapping[str, Any] | None) -> SignedManifest | None:

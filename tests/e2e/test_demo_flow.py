@@ -17,7 +17,7 @@ import onnxruntime as ort
 import pytest
 import sqlalchemy as sa
 
-from controller.cli.client import ControllerClient
+from controller.client.http import ControllerClient
 from controller.demo import sample_models
 from controller.demo.fleet import (
     DEMO_GATEWAYS,

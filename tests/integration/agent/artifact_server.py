@@ -1,7 +1,12 @@
-"""A real HTTP artifact server for agent tests: bytes by path, Range support, a request log."""
+"""A real HTTP artifact server for agent tests: bytes by path, Range support, a request log.
+
+``answers`` scripts trouble: each request (GET or POST) takes the next status from it and gets
+that status with a JSON ``detail`` instead of the file, until the list is empty.
+"""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from dataclasses import dataclass, field
@@ -27,6 +32,7 @@ class ArtifactServer:
 
     files: dict[str, bytes] = field(default_factory=dict)
     requests: list[SeenRequest] = field(default_factory=list)
+    answers: list[int] = field(default_factory=list)
     _httpd: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
 
@@ -34,7 +40,22 @@ class ArtifactServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            def _scripted(self) -> bool:
+                if not server.answers:
+                    return False
+                status = server.answers.pop(0)
+                body = json.dumps({"detail": f"scripted {status}"}).encode()
+                self._answer(status, body, self.headers.get("Range"))
+                return True
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if not self._scripted():
+                    self._answer(404, b"not found", None)
+
             def do_GET(self) -> None:
+                if self._scripted():
+                    return
                 data = server.files.get(self.path.split("?", 1)[0])
                 header = self.headers.get("Range")
                 if data is None:

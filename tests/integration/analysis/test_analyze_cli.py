@@ -106,7 +106,7 @@ def controller(mosquitto: str, sqlite_url: str, tmp_path: Path) -> Iterator[Cont
 def test_a_pushed_model_version_is_downloaded_and_analysed(
     controller: Controller, mobilenet_with_custom_op: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from controller.cli.client import ControllerClient
+    from controller.client.http import ControllerClient
 
     monkeypatch.setenv("JETFLEET_TOKEN", new_token(controller, "analyst", "viewer"))
     with ControllerClient(controller.http_url, token=admin_token(controller)) as client:

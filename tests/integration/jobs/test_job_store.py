@@ -12,6 +12,7 @@ from controller.db import migrate
 from controller.db.job_store import JobStore
 from controller.db.repository import Repository
 from controller.db.session import make_engine
+from controller.db.telemetry_store import TelemetryStore
 from shared.messages import Event
 
 
@@ -57,12 +58,15 @@ def test_a_job_moves_pending_running_finished_once(engine: Engine) -> None:
 
 
 def test_job_events_are_read_back_in_order_after_a_row(engine: Engine) -> None:
-    repo = Repository(engine)
+    telemetry = TelemetryStore(engine)
     now = datetime.now(timezone.utc)
-    repo.add_event(event("gw-1", "a", "job_progress", {"job_id": "j-1"}), now)
-    repo.add_event(event("gw-1", "b", "swap", {}), now)
-    repo.add_event(event("gw-2", "c", "job_result", {"job_id": "j-9"}), now)
-    repo.add_event(event("gw-1", "d", "job_result", {"job_id": "j-1"}), now)
+    for one in (
+        event("gw-1", "a", "job_progress", {"job_id": "j-1"}),
+        event("gw-1", "b", "swap", {}),
+        event("gw-2", "c", "job_result", {"job_id": "j-9"}),
+        event("gw-1", "d", "job_result", {"job_id": "j-1"}),
+    ):
+        telemetry.write_batch([], [one], now)
     store = JobStore(engine)
 
     found = store.job_events(["gw-1"], 0)

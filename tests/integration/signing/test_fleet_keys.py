@@ -22,7 +22,8 @@ from controller.db.schema import utcnow
 from controller.db.session import make_engine
 from controller.db.signing_store import SigningStore
 from controller.fleet.desired import PlannedSlot, plan_deploy
-from controller.trust.signing import FleetSigner, SigningError
+from controller.trust.key_files import SigningError
+from controller.trust.signing import FleetSigner
 from shared.delegate import DelegateConfig
 from shared.manifests import KeyEndorsement
 

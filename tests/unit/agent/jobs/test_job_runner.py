@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from agent.jobs.runner import JobHost, JobRunner
-from agent.serving.core import ModelRegistry
+from agent.jobs.host import JobHost
+from agent.jobs.runner import JobRunner
+from agent.slots.records import SlotsView
+from agent.swap.budget import MemoryBudget
 from agent.swap.headroom import HeadroomProbe
-from agent.swap.hotswap import HotSwapper
-from agent.swap.journal import SwapJournal
 from controller.demo.sample_models import classifier
 from shared.jobs import JobArtifact, JobOutcome, JobProgress, ProfileJob, TuneJob
 from shared.messages import ArtifactRef, DeviceFacts
@@ -47,9 +47,6 @@ class Events:
 
 
 def make_runner(state_dir: Path, events: Events, model_file: Path | None = None) -> JobRunner:
-    registry = ModelRegistry()
-    swapper = HotSwapper(registry, SwapJournal(state_dir), HeadroomProbe("cpu"), state_dir)
-
     def fetch(ref: ArtifactRef) -> Path:
         assert model_file is not None, "this test fetches nothing"
         return model_file
@@ -57,10 +54,9 @@ def make_runner(state_dir: Path, events: Events, model_file: Path | None = None)
     host = JobHost(
         runtime="onnxruntime",
         state_dir=state_dir,
-        records=dict,
-        desired=lambda: None,
+        view=SlotsView,
         facts=lambda: FACTS,
-        swapper=swapper,
+        budget=MemoryBudget(HeadroomProbe("cpu")),
         fetch=fetch,
         build_timeout_s=120,
     )
@@ -165,3 +161,41 @@ def test_a_tune_job_reports_a_row_per_candidate_as_it_goes(
     ]
     assert [r.name for r in rows if r is not None] == ["ort-basic", "fp16", "nonsense+1"]
     assert not (tmp_path / "state" / "jobs" / "j-tune").exists(), "scratch engines left behind"
+
+
+class FailingSpool(Events):
+    """Events whose first job result cannot be sent (the spool's disk write fails once)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    def __call__(self, kind: str, slot: str | None, message: str, **data: Any) -> None:
+        if kind == "job_result" and not self.failed:
+            self.failed = True
+            raise OSError(28, "No space left on device")
+        super().__call__(kind, slot, message, **data)
+
+
+def test_the_jobs_thread_runs_the_next_job_after_its_loop_crashed(
+    tmp_path: Path, runners: list[JobRunner], caplog: pytest.LogCaptureFixture
+) -> None:
+    events = FailingSpool()
+    runner = make_runner(tmp_path, events)
+    runners.append(runner)
+    runner.start()
+
+    runner.submit([ProfileJob(job_id="j-lost", model="classifier")])
+    runner.submit([ProfileJob(job_id="j-next", model="classifier")])
+
+    after = events.result_of("j-next")
+    assert after.status == "failed"
+    assert after.error is not None
+    assert "has no active engine on this device" in after.error
+    assert events.failed, "the first result met the failing spool"
+    assert runner.worker.restarts == 1
+    assert any("background thread jetfleet-jobs crashed" in r.message for r in caplog.records)
+    assert runner.worker.last_error == "OSError: [Errno 28] No space left on device"
+    assert [r.job_id for r in events.results()] == ["j-next"]
+    kept = json.loads((tmp_path / "jobs" / "journal.json").read_text())
+    assert kept == {"finished": ["j-lost", "j-next"], "running": None}

@@ -30,24 +30,36 @@ def real_trace(tmp_path: Path) -> list[dict[str, Any]]:
     return events
 
 
-def test_a_real_trace_without_its_warmups_names_conv_first(tmp_path: Path) -> None:
+def test_a_real_trace_without_its_warmups_ranks_operators_and_layers_by_their_time(
+    tmp_path: Path,
+) -> None:
+    """Which operator is heaviest is ONNX Runtime's timing on a shared machine (a layout
+    ``ReorderOutput`` can outrun a small Conv under load), so the ranking is checked against the
+    trace's own numbers, not against a guess of what this CPU finds slow."""
     records, runs = ort_trace_records(real_trace(tmp_path), skip_runs=WARMUPS)
     assert runs == RUNS
     per_node: dict[str, int] = {}
     for r in records:
         per_node[r.name] = per_node.get(r.name, 0) + 1
     assert set(per_node.values()) == {RUNS}, "every node counted once per timed run"
+    by_op: dict[str, float] = {}
+    by_node: dict[str, float] = {}
+    for r in records:
+        by_op[r.op_type] = by_op.get(r.op_type, 0.0) + r.ms
+        by_node[r.name] = by_node.get(r.name, 0.0) + r.ms
 
     times = summarize(records, runs, top=5)
 
-    assert times.ops[0].op_type == "Conv"
+    assert times.ops[0].op_type == max(by_op, key=by_op.__getitem__)
     conv_nodes = {r.name for r in records if r.op_type == "Conv"}
-    assert times.ops[0].calls == RUNS * len(conv_nodes)
+    conv = [o for o in times.ops if o.op_type == "Conv"]
+    assert conv, "the 40 convolutions of the model are among its five heaviest operators"
+    assert conv[0].calls == RUNS * len(conv_nodes)
     shares = sum(o.share for o in times.ops)  # the top 5 of all ops: at most the whole run
     assert 0 < shares <= 1.0 + 1e-9, shares  # summing floats may round one ulp past 1.0
     assert len(times.ops) <= 5
     assert [o.total_ms for o in times.ops] == sorted((o.total_ms for o in times.ops), reverse=True)
-    assert times.layers[0].op_type == "Conv"
+    assert times.layers[0].name == max(by_node, key=by_node.__getitem__)
     assert times.device_shares == {"CPU": 1.0}
     assert times.per_run_ms == round(times.total_ms / RUNS, 4)
 

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 from controller.analysis.onnx_inspect import inspect_model
 from controller.analysis.partition import partition_dag
 from controller.analysis.report import analyze_all
-from controller.cli.operator import analysis_lines
+from controller.cli.models import analysis_lines
 from controller.errors import TooManyNodes
 from tests.analysis_models import fp32, identity_chain, make_model
 

@@ -7,10 +7,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from controller.errors import InvalidInput
-from controller.fleet.health import HealthState, Thresholds, Vitals, assess
+from controller.fleet.health import HealthState, Vitals, assess
+from controller.settings import HealthThresholds
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
-T = Thresholds()
+T = HealthThresholds()
 
 
 def verdict(vitals: Vitals | None = None, *, online: bool = True, silent_s: float = 5):
@@ -71,9 +72,9 @@ def test_error_rate_over_few_requests_is_not_judged() -> None:
 
 
 def test_thresholds_come_from_the_environment_and_bad_values_name_the_fix() -> None:
-    t = Thresholds.from_env(
+    t = HealthThresholds.from_env(
         {"JETFLEET_HEALTH_TEMPERATURE_C": "70", "JETFLEET_HEALTH_MIN_REQUESTS": "5"}
     )
     assert (t.temperature_c, t.min_requests, t.p99_ms) == (70.0, 5, 500.0)
     with pytest.raises(InvalidInput, match="JETFLEET_HEALTH_P99_MS='fast' is not a number"):
-        Thresholds.from_env({"JETFLEET_HEALTH_P99_MS": "fast"})
+        HealthThresholds.from_env({"JETFLEET_HEALTH_P99_MS": "fast"})

@@ -23,6 +23,7 @@ from controller.rollouts.model import (
     TargetStatus,
 )
 from controller.rollouts.waves import parse_waves, plan_waves
+from shared.messages import SlotPhase, SlotStatus
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -72,10 +73,18 @@ def apply(r: Rollout, step: machine.Step) -> Rollout:
     )
 
 
-SERVING = Observation(observed_generation=5, phase="serving", active_version="2")
+SERVING = Observation(observed_generation=5, phase=SlotPhase.SERVING, active_version="2")
 FAILED = Observation(
-    observed_generation=5, phase="failed", desired_version="2", last_error="engine build failed"
+    observed_generation=5,
+    phase=SlotPhase.FAILED,
+    desired_version="2",
+    last_error="engine build failed",
 )
+
+
+def reported(phase: SlotPhase, error: str | None = None) -> SlotStatus:
+    """The rollout's slot as a device reports it."""
+    return SlotStatus(name="det", desired_version="2", phase=phase, last_error=error, updated_at=T0)
 
 
 def statuses(r: Rollout) -> dict[str, str]:
@@ -238,3 +247,20 @@ def test_operations_pause_resume_retry_and_refusals() -> None:
     step = machine.apply_op(r, Operation.ROLLBACK, clock.tick(1), "bob")
     assert step.state is RolloutState.ROLLED_BACK
     assert len(step.revert) == 2
+
+
+def test_a_device_report_judges_its_target_by_the_reported_phase() -> None:
+    clock = Clock()
+    r = apply(make(3, waves="100%"), machine.advance(make(3, waves="100%"), {}, clock.now))
+    obs = {
+        "gw-00": Observation.of(5, reported(SlotPhase.ROLLED_BACK, "validation failed"), None),
+        "gw-01": Observation.of(5, reported(SlotPhase.DOWNLOADING), None),
+        "gw-02": Observation.of(5, None, None),
+    }
+    step = machine.advance(r, obs, clock.tick(1))
+    assert step.changed["gw-00"].status is TargetStatus.FAILED
+    assert step.changed["gw-00"].reason == "the device rolled back: validation failed"
+    r = apply(r, step)
+    step = machine.advance(r, obs, clock.tick(120))
+    assert step.changed["gw-01"].reason == "not serving 2 within 60 s (phase downloading)"
+    assert step.changed["gw-02"].reason == "not serving 2 within 60 s (phase None)"

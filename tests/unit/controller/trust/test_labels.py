@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controller.errors import InvalidInput
-from controller.fleet.labels import check_labels, describe, ignored_labels
+from controller.trust.labels import check_labels, describe, ignored_labels
 
 
 def test_labels_the_token_does_not_grant_are_ignored() -> None:

@@ -1,7 +1,8 @@
-"""The operator CLI's HTTP client for the controller API (the CLI's only httpx user).
+"""The HTTP client for the controller API: what the operator CLI and the demo send requests with
+(the CLI's only httpx user).
 
 Every failure becomes :class:`ApiError` with one line a person can act on. The bearer token and
-the CA bundle come from the caller, or else from :mod:`controller.cli.user_config` (``--token``,
+the CA bundle come from the caller, or else from :mod:`controller.client.user_config` (``--token``,
 ``JETFLEET_TOKEN``, the file ``jetfleet login`` wrote).
 """
 
@@ -14,8 +15,8 @@ from typing import Any
 
 import httpx
 
-from controller.cli.user_config import DEFAULT_URL as DEFAULT_URL
-from controller.cli.user_config import ambient, same_controller
+from controller.client.user_config import DEFAULT_URL as DEFAULT_URL
+from controller.client.user_config import ambient, same_controller
 
 CHUNK = 1 << 20
 

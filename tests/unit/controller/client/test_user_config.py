@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli.user_config import (
+from controller.client.user_config import (
     ConfigFileError,
     Credentials,
     UserConfig,

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 
-from controller.cli.client import ApiError, ControllerClient
+from controller.client.http import ApiError, ControllerClient
 
 
 def fetch_model_bytes(base_url: str, name: str, version: str, *, timeout: float = 60.0) -> bytes:
     """The ONNX bytes of ``name:version``, checked against the sha256 the controller stores.
 
-    Raises :class:`~controller.cli.client.ApiError` with one line a person can act on.
+    Raises :class:`~controller.client.http.ApiError` with one line a person can act on.
     """
     with ControllerClient(base_url, timeout=timeout) as client:
         meta = client.model_version(name, version)

@@ -1,0 +1,174 @@
+"""``jetfleet models push|ls|show`` and ``jetfleet artifacts push``: what the controller stores
+(HTTP API clients)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from controller.cli.operator import api_options, call_api, split_ref
+from controller.cli.render import emit_json, table
+from controller.client.http import ControllerClient
+
+# --- models ----------------------------------------------------------------------------------
+
+
+@click.group()
+def models() -> None:
+    """Model versions stored by the controller."""
+
+
+@models.command("push")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--name", required=True, help="Model name (lower-case, e.g. detector).")
+@click.option("--version", "version", required=True, help="Version label (e.g. 1.2.0).")
+@click.option(
+    "--reference",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Reference outputs (NPZ: input:<name>, output:<name>, first axis = case) to validate "
+    "engines against, instead of the ones computed with ONNX Runtime FP32.",
+)
+@click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Return once the model is stored, without waiting for its static analysis (it goes on "
+    "in the controller: see `jetfleet models show NAME:VERSION`).",
+)
+@api_options
+def models_push(
+    path: Path,
+    name: str,
+    version: str,
+    reference: Path | None,
+    no_wait: bool,
+    url: str,
+    as_json: bool,
+) -> None:
+    """Upload an ONNX model file as NAME:VERSION, then wait for its static analysis."""
+    out = call_api(lambda c: c.push_model(path, name, version), url)
+    if reference is not None:
+        try:
+            call_api(lambda c: c.push_reference(reference, name, version), url)
+        except click.ClickException as exc:
+            raise click.ClickException(
+                f"{name}:{version} is stored, but its reference outputs were refused: {exc.message}"
+            ) from exc
+    if not as_json:
+        click.echo(
+            f"pushed {out['name']}:{out['version']} sha256={out['sha256']} size={out['size']}"
+        )
+    if not no_wait and out.get("analysis_state") == "pending":
+        out = call_api(_analysed(name, version, progress=not as_json), url)
+    if as_json:
+        emit_json(out)
+        return
+    for line in analysis_lines(out):
+        click.echo(line)
+
+
+ANALYSIS_WAIT_S = 600.0
+"""How long ``models push`` waits for the analysis (the controller bounds each run, 120 s by
+default, but versions pushed just before wait their turn)."""
+
+
+def _analysed(name: str, version: str, progress: bool) -> Callable[[ControllerClient], Any]:
+    """Poll ``name:version`` until its analysis is no longer pending (or ANALYSIS_WAIT_S)."""
+
+    def wait(client: ControllerClient) -> Any:
+        if progress:
+            click.echo(
+                f"analysing {name}:{version} on the controller (--no-wait does not wait)...",
+                err=True,
+            )
+        deadline = time.monotonic() + ANALYSIS_WAIT_S
+        while True:
+            out = client.model_version(name, version)
+            if out.get("analysis_state") != "pending" or time.monotonic() > deadline:
+                return out
+            time.sleep(0.5)
+
+    return wait
+
+
+def analysis_lines(version: dict[str, Any]) -> list[str]:
+    """Where the version's analysis stands, or its verdict per TensorRT version."""
+    state = version.get("analysis_state", "done")
+    if state == "pending":
+        return ["  analysis pending (the controller runs it after the push)"]
+    if state == "failed":
+        return [f"  analysis failed: {version.get('analysis_error')}"]
+    return [f"  trt {trt:<5}{s['line']}" for trt, s in version.get("delegation", {}).items()]
+
+
+@models.command("ls")
+@api_options
+def models_ls(url: str, as_json: bool) -> None:
+    """List models and their versions."""
+    out = call_api(lambda c: c.models(), url)
+    if as_json:
+        emit_json(out)
+        return
+    rows = [
+        (v["name"], v["version"], v["sha256"][:12], v["size"], v["created_at"][:19])
+        for m in out
+        for v in m["versions"]
+    ]
+    click.echo(table(["model", "version", "sha256", "bytes", "created"], rows))
+
+
+@models.command("show")
+@click.argument("ref")
+@api_options
+def models_show(ref: str, url: str, as_json: bool) -> None:
+    """Show NAME:VERSION (or every version of NAME)."""
+    name, version = split_ref(ref)
+    if version is None:
+        versions = call_api(lambda c: c.model(name), url)["versions"]
+    else:
+        versions = [call_api(lambda c: c.model_version(name, version), url)]
+    if as_json:
+        emit_json(versions if version is None else versions[0])
+        return
+    for v in versions:
+        click.echo(f"{v['name']}:{v['version']}")
+        click.echo(f"  sha256   {v['sha256']}")
+        click.echo(f"  size     {v['size']} bytes")
+        click.echo(f"  created  {v['created_at']}")
+        click.echo(f"  download {v['download_url']}")
+        for kind in ("inputs", "outputs"):
+            for t in v[kind]:
+                click.echo(f"  {kind[:-1]:<8} {t['name']} {t['datatype']} {t['shape']}")
+        for line in analysis_lines(v):
+            click.echo(line)
+        for found in call_api(_profiles_of(v["name"], v["version"]), url):
+            p = found["profile"]
+            top = ", ".join(f"{o['op_type']} {o['share']:.0%} {o['device']}" for o in p["ops"][:5])
+            click.echo(f"  profile {found['device_id']}: {p['per_run_ms']:.3f} ms/run; {top}")
+
+
+def _profiles_of(name: str, version: str) -> Callable[[ControllerClient], Any]:
+    return lambda c: c.version_profiles(name, version)
+
+
+# --- artifacts -------------------------------------------------------------------------------
+
+
+@click.group()
+def artifacts() -> None:
+    """Content-addressed blobs a config can name (INT8 calibration caches)."""
+
+
+@artifacts.command("push")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@api_options
+def artifacts_push(path: Path, url: str, as_json: bool) -> None:
+    """Upload a file; prints the sha256 to use, e.g. --set calibration_cache_sha256=<sha256>."""
+    out = call_api(lambda c: c.push_artifact(path), url)
+    if as_json:
+        emit_json(out)
+        return
+    click.echo(f"sha256={out['sha256']} size={out['size']}")

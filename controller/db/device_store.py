@@ -1,0 +1,210 @@
+"""Devices in the database: their labels, their planned slots (deployments) and generations.
+
+One transaction per method; SQLAlchemy errors become :mod:`controller.errors` (through
+:class:`~controller.db.session.SessionStore`). Part of
+:class:`~controller.db.repository.Repository`.
+What a device reports about itself is stored as JSON and handed out typed (the wire models
+:class:`~shared.messages.DeviceFacts` and :class:`~shared.messages.SlotStatus`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from controller.db.schema import Artifact, Deployment, Device, ModelVersion, utcnow
+from controller.db.session import SessionStore
+from controller.errors import DatabaseError, NotFound
+from controller.records import DeviceRecord, PlannedSlot, SlotChange, SlotPlan
+from shared.delegate import DelegateConfig
+from shared.messages import DeviceFacts, SlotStatus
+
+
+class DeviceStore(SessionStore):
+    """The ``devices`` and ``deployments`` tables, read and changed by operators' requests."""
+
+    def devices(self, ids: Sequence[str] | None = None) -> list[DeviceRecord]:
+        """Every device (or those in ``ids``), sorted by id."""
+        with self._tx() as session:
+            query = select(Device).order_by(Device.id)
+            if ids is not None:
+                query = query.where(Device.id.in_(list(ids)))
+            rows = list(session.execute(query).scalars())
+            slots = _slots_by_device(session, [d.id for d in rows])
+            return [_device(d, slots.get(d.id, ())) for d in rows]
+
+    def device(self, device_id: str) -> DeviceRecord:
+        """One device, or :class:`NotFound`."""
+        found = self.devices([device_id])
+        if not found:
+            raise NotFound(f"unknown device '{device_id}'")
+        return found[0]
+
+    def device_labels(self) -> dict[str, dict[str, str]]:
+        """Labels of every device, for selector matching."""
+        with self._tx() as session:
+            return {
+                d: dict(labels) for d, labels in session.execute(select(Device.id, Device.labels))
+            }
+
+    def set_labels(
+        self, device_id: str, labels: Mapping[str, str], *, create: bool = False
+    ) -> dict[str, str]:
+        """Replace the device's labels (the operator's, or its enrolment token's); NotFound for
+        an unknown device unless ``create``, which adds it as never seen."""
+        for attempt in range(2):
+            try:
+                with self._tx() as session:
+                    device = session.get(Device, device_id)
+                    if device is None:
+                        if not create:
+                            raise NotFound(
+                                f"unknown device '{device_id}': it is listed after its first "
+                                "contact; to label it before, put the labels on its enrolment "
+                                f"token (jetfleet devices enroll-token --device {device_id} "
+                                "--labels k=v)"
+                            )
+                        device = Device(id=device_id, labels={}, reported_slots=[])
+                        session.add(device)
+                    device.labels = dict(labels)
+                break
+            except IntegrityError as exc:
+                if attempt:
+                    raise DatabaseError(f"cannot label device '{device_id}': {exc}") from exc
+        return dict(labels)
+
+    def change_slots(
+        self, device_ids: Sequence[str], plan: Callable[[tuple[PlannedSlot, ...]], SlotPlan]
+    ) -> list[SlotChange]:
+        """Apply ``plan`` to each device's slots; bump the generation of those that changed."""
+        return self.change_each(dict.fromkeys(device_ids, plan))
+
+    def change_each(
+        self, plans: Mapping[str, Callable[[tuple[PlannedSlot, ...]], SlotPlan]]
+    ) -> list[SlotChange]:
+        """Apply each device's own plan to its slots in one transaction; bump changed ones."""
+        changes: list[SlotChange] = []
+        with self._tx() as session:
+            for device_id, plan in plans.items():
+                device = session.get(Device, device_id, with_for_update=True)
+                if device is None:
+                    raise NotFound(f"unknown device '{device_id}'")
+                current = _slots_by_device(session, [device_id]).get(device_id, ())
+                outcome = plan(current)
+                if outcome.changed or outcome.rewrite:
+                    _write_slots(session, device_id, outcome.slots)
+                if outcome.changed:
+                    device.desired_generation += 1
+                changes.append(
+                    SlotChange(device_id, device.desired_generation, outcome.changed, outcome.slots)
+                )
+        return changes
+
+
+def parse_facts(stored: Mapping[str, Any] | None) -> DeviceFacts | None:
+    """Stored facts JSON as the wire model; None when absent or no longer valid (stored by an
+    older controller whose wire model differed)."""
+    if not stored:
+        return None
+    try:
+        return DeviceFacts.model_validate(stored)
+    except ValidationError:
+        return None
+
+
+def parse_slots(stored: Sequence[Mapping[str, Any]] | None) -> tuple[SlotStatus, ...]:
+    """Stored reported slots JSON as wire models, leaving out any that no longer validate."""
+    slots = []
+    for raw in stored or ():
+        try:
+            slots.append(SlotStatus.model_validate(raw))
+        except ValidationError:
+            continue
+    return tuple(slots)
+
+
+def _device(d: Device, slots: tuple[PlannedSlot, ...]) -> DeviceRecord:
+    return DeviceRecord(
+        id=d.id,
+        labels={str(k): str(v) for k, v in (d.labels or {}).items()},
+        online=d.online,
+        last_seen=d.last_seen,
+        desired_generation=d.desired_generation,
+        observed_generation=d.observed_generation,
+        facts=d.facts,
+        reported_slots=list(d.reported_slots or []),
+        serve_url=d.serve_url,
+        slots=slots,
+        reported=parse_slots(d.reported_slots),
+        device_facts=parse_facts(d.facts),
+    )
+
+
+def _slots_by_device(
+    session: Session, device_ids: Sequence[str]
+) -> dict[str, tuple[PlannedSlot, ...]]:
+    if not device_ids:
+        return {}
+    rows = session.execute(
+        select(Deployment, ModelVersion, Artifact)
+        .join(ModelVersion, ModelVersion.id == Deployment.model_version_id)
+        .join(Artifact, Artifact.sha256 == ModelVersion.sha256)
+        .where(Deployment.device_id.in_(list(device_ids)))
+        .order_by(Deployment.id)
+    ).all()
+    result: dict[str, list[PlannedSlot]] = {}
+    for dep, mv, art in rows:
+        result.setdefault(dep.device_id, []).append(
+            PlannedSlot(
+                name=mv.model,
+                version=mv.version,
+                sha256=mv.sha256,
+                size=art.size,
+                delegate=DelegateConfig.model_validate(dep.delegate),
+                model_version_id=mv.id,
+                config=dep.config,
+            )
+        )
+    return {k: tuple(v) for k, v in result.items()}
+
+
+def _write_slots(session: Session, device_id: str, slots: tuple[PlannedSlot, ...]) -> None:
+    existing = {
+        d.model: d
+        for d in session.execute(select(Deployment).where(Deployment.device_id == device_id))
+        .scalars()
+        .all()
+    }
+    wanted = {s.name for s in slots}
+    for name, dep in existing.items():
+        if name not in wanted:
+            session.delete(dep)
+    now = utcnow()
+    for slot in slots:
+        delegate = slot.delegate.model_dump(mode="json")
+        current = existing.get(slot.name)
+        if current is None:
+            session.add(
+                Deployment(
+                    device_id=device_id,
+                    model=slot.name,
+                    model_version_id=slot.model_version_id,
+                    delegate=delegate,
+                    config=slot.config,
+                    updated_at=now,
+                )
+            )
+        elif (current.model_version_id, current.delegate, current.config) != (
+            slot.model_version_id,
+            delegate,
+            slot.config,
+        ):
+            current.model_version_id = slot.model_version_id
+            current.delegate = delegate
+            current.config = slot.config
+            current.updated_at = now

@@ -1,0 +1,139 @@
+"""Rollout records ↔ rows of the rollout tables: the mapping :mod:`controller.db.rollout_store`
+writes and reads through (no transactions here; each function works inside the caller's session).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from controller.db.schema_rollouts import RolloutAuditRow, RolloutRow, TargetRow
+from controller.records import (
+    AuditEntry,
+    Baseline,
+    Operation,
+    Rollout,
+    RolloutSpec,
+    RolloutState,
+    Target,
+    TargetStatus,
+)
+
+
+def rollout_row(r: Rollout) -> RolloutRow:
+    """The ``rollouts`` row of a new rollout (no request pending)."""
+    return RolloutRow(
+        id=r.id,
+        model=r.spec.model,
+        version=r.spec.version,
+        config=r.spec.config,
+        spec=r.spec.model_dump(mode="json"),
+        state=r.state.value,
+        reason=r.reason,
+        requested_op=None,
+        requested_by=None,
+        current_wave=r.current_wave,
+        waves=r.waves,
+        created_by=r.created_by,
+        created_at=r.created_at,
+        updated_at=r.updated_at,
+        started_at=r.started_at,
+        finished_at=r.finished_at,
+    )
+
+
+def target_row(rollout_id: str, t: Target) -> TargetRow:
+    """The ``rollout_targets`` row of one target."""
+    row = TargetRow(rollout_id=rollout_id, device_id=t.device_id)
+    _fill(row, t)
+    return row
+
+
+def _fill(row: TargetRow, t: Target) -> None:
+    row.wave = t.wave
+    row.status = t.status.value
+    row.reason = t.reason
+    row.previous = t.previous
+    row.generation = t.generation
+    row.started_at = t.started_at
+    row.validated_at = t.validated_at
+    row.finished_at = t.finished_at
+    row.baseline = None if t.baseline is None else t.baseline.to_json()
+
+
+def write_targets(session: Session, rollout_id: str, targets: list[Target]) -> None:
+    """Copy each target onto its stored row (targets without a row are ignored)."""
+    if not targets:
+        return
+    by_device = {t.device_id: t for t in targets}
+    rows = session.execute(
+        select(TargetRow).where(
+            TargetRow.rollout_id == rollout_id, TargetRow.device_id.in_(list(by_device))
+        )
+    ).scalars()
+    for row in rows:
+        _fill(row, by_device[row.device_id])
+
+
+def audit_row(rollout_id: str, e: AuditEntry) -> RolloutAuditRow:
+    """The ``rollout_audit`` row of one entry (the actor cut to the column's 64 characters)."""
+    return RolloutAuditRow(
+        rollout_id=rollout_id,
+        ts=e.ts,
+        actor=e.actor[:64],
+        kind=e.kind,
+        from_state=e.from_state,
+        to_state=e.to_state,
+        device_id=e.device_id,
+        reason=e.reason,
+    )
+
+
+def targets_of(session: Session, rollout_ids: Sequence[str]) -> dict[str, list[Target]]:
+    """The targets of these rollouts, by wave then insertion order."""
+    if not rollout_ids:
+        return {}
+    rows = session.execute(
+        select(TargetRow)
+        .where(TargetRow.rollout_id.in_(list(rollout_ids)))
+        .order_by(TargetRow.wave, TargetRow.id)
+    ).scalars()
+    result: dict[str, list[Target]] = {}
+    for r in rows:
+        result.setdefault(r.rollout_id, []).append(
+            Target(
+                device_id=r.device_id,
+                wave=r.wave,
+                status=TargetStatus(r.status),
+                reason=r.reason,
+                previous=r.previous,
+                generation=r.generation,
+                started_at=r.started_at,
+                validated_at=r.validated_at,
+                finished_at=r.finished_at,
+                baseline=Baseline.from_json(r.baseline),
+            )
+        )
+    return result
+
+
+def rollout_record(row: RolloutRow, targets: list[Target]) -> Rollout:
+    """The record of a stored rollout with its ``targets``."""
+    return Rollout(
+        id=row.id,
+        spec=RolloutSpec.model_validate(row.spec),
+        state=RolloutState(row.state),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        created_by=row.created_by,
+        reason=row.reason,
+        requested_op=None if row.requested_op is None else Operation(row.requested_op),
+        requested_by=row.requested_by,
+        current_wave=row.current_wave,
+        waves=row.waves,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        targets=tuple(targets),
+    )

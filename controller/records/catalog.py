@@ -1,0 +1,42 @@
+"""Model versions and named delegate configs as the database stores them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+AnalysisState = Literal["pending", "done", "failed"]
+"""Where a version's static analysis stands: queued or running, stored, or given up on."""
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    """One stored model version."""
+
+    id: int
+    model: str
+    version: str
+    sha256: str
+    size: int
+    inputs: list[dict[str, Any]]
+    outputs: list[dict[str, Any]]
+    created_at: datetime
+    has_qdq: bool = False
+    analysis: dict[str, Any] = field(default_factory=dict)
+    """The analysis report (JSON) per TensorRT version; empty unless ``analysis_state`` is done."""
+    analysis_state: AnalysisState = "done"
+    analysis_error: str | None = None
+    """Why the analysis failed (``analysis_state`` failed)."""
+
+
+@dataclass(frozen=True)
+class ConfigLayerRecord:
+    """One stored layer of a named delegate config (``order``: creation order)."""
+
+    name: str
+    scope: str
+    values: dict[str, Any]
+    order: int
+    created_at: datetime
+    updated_at: datetime

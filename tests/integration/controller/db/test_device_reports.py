@@ -1,0 +1,84 @@
+"""What a device reports comes back from the database typed: its slots as ``SlotStatus`` (phases
+as ``SlotPhase``) and its facts as ``DeviceFacts`` (issue 14 item 9), on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import Engine, update
+
+from controller.db.engine_store import EngineStoreDb
+from controller.db.repository import Repository
+from controller.db.schema import Device
+from shared.messages import DeviceFacts, GpuFacts, ReportedState, SlotPhase, SlotStatus
+
+NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
+FACTS = DeviceFacts(
+    hostname="gw-1",
+    os="Ubuntu 22.04",
+    arch="aarch64",
+    tensorrt_version="10.3.0.30",
+    gpu=GpuFacts(compute_capability="8.7"),
+)
+SERVING = SlotStatus(
+    name="det",
+    desired_version="2",
+    active_version="2",
+    phase=SlotPhase.SERVING,
+    engine_key="k" * 16,
+    runtime="tensorrt",
+    updated_at=NOW,
+)
+FAILED = SlotStatus(name="pose", phase=SlotPhase.FAILED, last_error="no memory", updated_at=NOW)
+
+
+def report(repo: Repository) -> None:
+    repo.record_reported(
+        ReportedState(
+            device_id="gw-1",
+            observed_generation=3,
+            reported_at=NOW,
+            slots=(SERVING, FAILED),
+            facts=FACTS,
+            agent_version="test",
+        ),
+        NOW,
+    )
+
+
+def test_reported_slots_and_facts_come_back_as_wire_models(engine: Engine) -> None:
+    repo = Repository(engine)
+    repo.record_contact("gw-1", NOW)
+    before = repo.device("gw-1")
+    assert (before.reported, before.device_facts) == ((), None)
+    assert EngineStoreDb(engine).device_facts("gw-1") is None
+
+    report(repo)
+
+    device = repo.device("gw-1")
+    assert device.reported == (SERVING, FAILED)
+    assert device.reported[0].phase is SlotPhase.SERVING
+    assert device.device_facts == FACTS
+    assert EngineStoreDb(engine).device_facts("gw-1") == FACTS
+    assert [d.reported for d in repo.devices()] == [(SERVING, FAILED)]
+
+
+def test_stored_reports_that_no_longer_validate_are_left_out(engine: Engine) -> None:
+    repo = Repository(engine)
+    report(repo)
+    stale_slot = {"name": "old", "phase": "compiling", "updated_at": NOW.isoformat()}
+    stale_facts = {"hostname": "gw-1", "arch": "aarch64"}  # no "os": an older wire model
+    with engine.begin() as conn:
+        conn.execute(
+            update(Device)
+            .where(Device.id == "gw-1")
+            .values(
+                reported_slots=[SERVING.model_dump(mode="json"), stale_slot],
+                facts=stale_facts,
+            )
+        )
+
+    device = repo.device("gw-1")
+    assert device.reported == (SERVING,)
+    assert device.device_facts is None
+    assert EngineStoreDb(engine).device_facts("gw-1") is None
