@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-from pydantic import ValidationError
-
 from controller.artifacts.store import ArtifactStore, PendingArtifact
 from controller.db.engine_store import EngineStoreDb, StoredEngine
 from controller.db.schema import utcnow
@@ -178,16 +176,11 @@ class EngineStore:
         return self._signed(stored), created
 
     def _facts(self, uploader: Uploader) -> DeviceFacts | None:
-        """The facts an uploading device last reported (None for operators, or before any)."""
+        """The facts an uploading device last reported (None for operators, before any, or when
+        the stored ones are unreadable)."""
         if uploader.kind != "device":
             return None
-        facts = self._db.device_facts(uploader.name)
-        if facts is None:
-            return None
-        try:
-            return DeviceFacts.model_validate(facts)
-        except ValidationError:
-            return None
+        return self._db.device_facts(uploader.name)
 
     def get(
         self, key: str, tuning: str | None = None, device_id: str | None = None

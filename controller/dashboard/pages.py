@@ -159,12 +159,15 @@ def device_page(
         f"<td><code>{escape(str(e['engine_key'] or '-'))}</code></td></tr>"
         for e in row.engines
     )
+    shown = d.device_facts.model_dump(mode="json", by_alias=True) if d.device_facts else {}
     facts = "".join(
         f"<tr><th>{escape(k)}</th><td>{escape(json.dumps(v) if isinstance(v, dict) else str(v))}"
         "</td></tr>"
-        for k, v in sorted((d.facts or {}).items())
+        for k, v in sorted(shown.items())
         if k not in ("sources", "schema") and v is not None
     )
+    if d.facts_unreadable:
+        facts = f"<tr><td colspan='2'>{escape(d.facts_unreadable)}</td></tr>"
     evs = (
         "".join(
             f"<tr><td>{_when(e.ts)}</td><td>{escape(e.kind)}</td><td>{escape(e.slot or '')}</td>"

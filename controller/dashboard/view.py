@@ -33,10 +33,12 @@ class DeviceRow:
 
     @property
     def hardware(self) -> str:
-        facts = self.device.facts or {}
-        jetson = facts.get("jetson") or {}
-        gpu = facts.get("gpu") or {}
-        return str(jetson.get("module") or gpu.get("name") or facts.get("cpu_model") or "?")
+        facts = self.device.device_facts
+        if facts is None:
+            return "facts unreadable" if self.device.facts_unreadable else "?"
+        module = facts.jetson.module if facts.jetson is not None else None
+        gpu = facts.gpu.name if facts.gpu is not None else None
+        return module or gpu or facts.cpu_model or "?"
 
     def as_json(self) -> dict[str, Any]:
         v = self.vitals
@@ -109,13 +111,13 @@ class FleetView:
         )
         engines = [
             {
-                "model": s.get("name"),
-                "version": s.get("active_version"),
-                "phase": s.get("phase"),
-                "engine_key": s.get("engine_key"),
-                "runtime": s.get("runtime"),
+                "model": s.name,
+                "version": s.active_version,
+                "phase": s.phase.value,
+                "engine_key": s.engine_key,
+                "runtime": s.runtime,
             }
-            for s in device.reported_slots
+            for s in device.reported
         ]
         known = {e["model"] for e in engines}
         for stats in (latest or {}).get("models") or []:

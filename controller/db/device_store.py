@@ -109,12 +109,23 @@ class DeviceStore(SessionStore):
 def parse_facts(stored: Mapping[str, Any] | None) -> DeviceFacts | None:
     """Stored facts JSON as the wire model; None when absent or no longer valid (stored by an
     older controller whose wire model differed)."""
+    return read_facts(stored)[0]
+
+
+def read_facts(stored: Mapping[str, Any] | None) -> tuple[DeviceFacts | None, str | None]:
+    """Stored facts JSON as the wire model, or None and why it cannot be read (None, None when
+    none are stored)."""
     if not stored:
-        return None
+        return None, None
     try:
-        return DeviceFacts.model_validate(stored)
-    except ValidationError:
-        return None
+        return DeviceFacts.model_validate(stored), None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "facts"
+        return None, (
+            f"facts unreadable ({where}: {first['msg']}): stored by a controller of another "
+            "version; the device's next report replaces them"
+        )
 
 
 def parse_slots(stored: Sequence[Mapping[str, Any]] | None) -> tuple[SlotStatus, ...]:
@@ -129,6 +140,7 @@ def parse_slots(stored: Sequence[Mapping[str, Any]] | None) -> tuple[SlotStatus,
 
 
 def _device(d: Device, slots: tuple[PlannedSlot, ...]) -> DeviceRecord:
+    facts, unreadable = read_facts(d.facts)
     return DeviceRecord(
         id=d.id,
         labels={str(k): str(v) for k, v in (d.labels or {}).items()},
@@ -136,12 +148,11 @@ def _device(d: Device, slots: tuple[PlannedSlot, ...]) -> DeviceRecord:
         last_seen=d.last_seen,
         desired_generation=d.desired_generation,
         observed_generation=d.observed_generation,
-        facts=d.facts,
-        reported_slots=list(d.reported_slots or []),
         serve_url=d.serve_url,
         slots=slots,
         reported=parse_slots(d.reported_slots),
-        device_facts=parse_facts(d.facts),
+        device_facts=facts,
+        facts_unreadable=unreadable,
     )
 
 

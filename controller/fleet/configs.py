@@ -42,20 +42,15 @@ class Resolution:
     hardware_class: str | None
 
 
-def device_hardware_class(facts: DeviceFacts | dict[str, Any] | None) -> str | None:
-    """The hardware class of a device's reported facts (typed, or their stored JSON); None
-    before any facts arrived."""
-    if not facts:
-        return None
-    return hardware_class(
-        facts if isinstance(facts, DeviceFacts) else DeviceFacts.model_validate(facts)
-    )
+def device_hardware_class(facts: DeviceFacts | None) -> str | None:
+    """The hardware class of a device's reported facts; None before any facts arrived (or
+    when the stored ones are unreadable)."""
+    return hardware_class(facts) if facts is not None else None
 
 
-def _dla_cores(facts: dict[str, Any] | None) -> int | None:
-    jetson = (facts or {}).get("jetson") or {}
-    cores = jetson.get("dla_cores")
-    return cores if isinstance(cores, int) else None
+def _dla_cores(facts: DeviceFacts | None) -> int | None:
+    jetson = facts.jetson if facts is not None else None
+    return jetson.dla_cores if jetson is not None else None
 
 
 class Configs:
@@ -145,14 +140,14 @@ class Configs:
         layers: Sequence[Layer], device: DeviceRecord, version: VersionRecord
     ) -> Resolution:
         """Resolve ``layers`` for ``device`` and check the result against ``version``."""
-        hw_class = device_hardware_class(device.facts)
+        hw_class = device_hardware_class(device.device_facts)
         delegate, provenance = resolve(layers, device.id, device.labels, hw_class)
         inputs = {str(t["name"]): list(t["shape"]) for t in version.inputs}
         problems = check_config(
             delegate,
             inputs,
             has_qdq=version.has_qdq,
-            dla_cores=_dla_cores(device.facts),
+            dla_cores=_dla_cores(device.device_facts),
             device_class=hw_class or f"device {device.id}",
         )
         return Resolution(delegate, provenance, problems, hw_class)

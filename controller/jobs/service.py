@@ -110,10 +110,14 @@ class JobService:
         config = request.config or (slot.config if slot is not None else None)
         if request.apply_class is not None:
             scope = parse_scope(f"class={request.apply_class}")
-            device_class = device_hardware_class(device.facts)
+            device_class = device_hardware_class(device.device_facts)
             if device_class != scope.value:
+                why = (
+                    "its stored facts are unreadable" if device.facts_unreadable else "no facts yet"
+                )
+                unknown = f"unknown ({why})"
                 raise InvalidInput(
-                    f"{device.id} is hardware class {device_class or 'unknown (no facts yet)'}, "
+                    f"{device.id} is hardware class {device_class or unknown}, "
                     f"not {scope.value}: tune on a device of the class you apply to"
                 )
             apply = {"hardware_class": scope.value, "config": config or request.model}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from shared.delegate import DelegateConfig
 from shared.messages import DeviceFacts, SlotStatus
@@ -53,12 +52,6 @@ class DeviceRecord:
     last_seen: datetime | None
     desired_generation: int
     observed_generation: int | None
-    facts: dict[str, Any] | None
-    """The stored JSON of :attr:`device_facts` (read ``device_facts``; this goes once no
-    caller reads it, issue 14 item 9)."""
-    reported_slots: list[dict[str, Any]]
-    """The stored JSON of :attr:`reported` (read ``reported``; this goes once no caller
-    reads it, issue 14 item 9)."""
     serve_url: str | None
     slots: tuple[PlannedSlot, ...]
     reported: tuple[SlotStatus, ...] = ()
@@ -66,7 +59,10 @@ class DeviceRecord:
     slot that no longer validates against the wire model is left out."""
     device_facts: DeviceFacts | None = None
     """The facts the device last reported (None before its first report, or when the stored
-    facts no longer validate against the wire model)."""
+    facts no longer validate against the wire model: see :attr:`facts_unreadable`)."""
+    facts_unreadable: str | None = None
+    """Why the stored facts could not be read (None when they could, or none are stored). Such a
+    device has no hardware class: class and JetPack selectors do not target it."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.delegate import DelegateConfig
+from shared.messages import DeviceFacts
 
 
 def trt_family(version: str | None) -> str | None:
@@ -29,7 +30,7 @@ def trt_family(version: str | None) -> str | None:
 
 def delegation_warning(
     device_id: str,
-    facts: Mapping[str, Any] | None,
+    facts: DeviceFacts | None,
     delegate: DelegateConfig,
     analysis: Mapping[str, Any],
     model_ref: str,
@@ -41,7 +42,7 @@ def delegation_warning(
     or may not: while the analysis is pending or after it failed, nobody knows yet."""
     if delegate.runtime == "onnxruntime":
         return None
-    trt_version = (facts or {}).get("tensorrt_version")
+    trt_version = facts.tensorrt_version if facts is not None else None
     family = trt_family(trt_version)
     if family is not None and analysis_state != "done":
         if analysis_state == "pending":

@@ -222,7 +222,7 @@ class RolloutLoop:
         present = {t.device_id for t in rollout.targets}
         claimed = self._store.claims()
         devices = [d for d in self._repo.devices() if d.id not in present and d.id not in claimed]
-        late = select(rollout.spec.targets, [Candidate(d.id, d.labels, d.facts) for d in devices])
+        late = select(rollout.spec.targets, [Candidate.of(d) for d in devices])
         if not late:
             return False
         wave = max(rollout.waves - 1, 0)

@@ -61,7 +61,7 @@ class RolloutService:
         record = self._catalog.require_version(spec.model, spec.version)
         layers = self._configs.require_layers(spec.config) if spec.config else None
         devices = self._repo.devices()
-        matched = set(select(spec.targets, [Candidate(d.id, d.labels, d.facts) for d in devices]))
+        matched = set(select(spec.targets, [Candidate.of(d) for d in devices]))
         warnings = []
         for device in devices:
             if device.id not in matched:
@@ -74,7 +74,7 @@ class RolloutService:
             ref = f"{spec.model}:{spec.version}"
             warning = delegation_warning(
                 device.id,
-                device.facts,
+                device.device_facts,
                 delegate,
                 record.analysis,
                 ref,
@@ -96,7 +96,7 @@ class RolloutService:
         unknown = sorted((set(spec.targets.devices) | set(spec.strategy.canary)) - known)
         if unknown:
             raise NotFound(f"unknown device(s) {', '.join(unknown)}: see `jetfleet devices ls`")
-        matched = set(select(spec.targets, [Candidate(d.id, d.labels, d.facts) for d in devices]))
+        matched = set(select(spec.targets, [Candidate.of(d) for d in devices]))
         if not matched and not spec.targets.include_late:
             raise NotFound("no device matches the rollout's targets: check the selector")
         skipped: list[Target] = []

@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from controller.errors import InvalidInput
 from controller.fleet.configs import device_hardware_class
+from controller.records import DeviceRecord
 from controller.rollouts.model import TargetSpec
+from shared.messages import DeviceFacts
 
 _KEY = r"[A-Za-z0-9](?:[A-Za-z0-9._/-]{0,62}[A-Za-z0-9])?"
 _VALUE = r"[A-Za-z0-9._:/+-]{0,128}"
@@ -99,7 +100,14 @@ class Candidate:
 
     device_id: str
     labels: Mapping[str, str]
-    facts: Mapping[str, Any] | None
+    facts: DeviceFacts | None
+    """None before its first report, or when its stored facts are unreadable: then no hardware
+    class or JetPack condition matches it."""
+
+    @classmethod
+    def of(cls, device: DeviceRecord) -> Candidate:
+        """What targeting reads of a stored device."""
+        return cls(device.id, device.labels, device.device_facts)
 
 
 def check_spec(spec: TargetSpec) -> None:
@@ -117,14 +125,15 @@ def matches(spec: TargetSpec, device: Candidate) -> bool:
         return False
     if spec.selector and not parse_label_selector(spec.selector).matches(device.labels):
         return False
-    if spec.hardware_class is not None:
-        facts = dict(device.facts) if device.facts else None
-        if device_hardware_class(facts) != spec.hardware_class:
-            return False
+    if spec.hardware_class is not None and (
+        device_hardware_class(device.facts) != spec.hardware_class
+    ):
+        return False
     if spec.jetpack_min is None and spec.jetpack_max is None:
         return True
-    jetpack = ((device.facts or {}).get("jetson") or {}).get("jetpack")
-    if not isinstance(jetpack, str) or not _JETPACK.match(jetpack):
+    jetson = device.facts.jetson if device.facts is not None else None
+    jetpack = jetson.jetpack if jetson is not None else None
+    if jetpack is None or not _JETPACK.match(jetpack):
         return False
     version = jetpack_tuple(jetpack)
     if spec.jetpack_min is not None and version < jetpack_tuple(spec.jetpack_min):

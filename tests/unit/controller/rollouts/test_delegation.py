@@ -4,10 +4,16 @@ import pytest
 
 from controller.rollouts.delegation import delegation_warning, trt_family
 from shared.delegate import DelegateConfig
+from shared.messages import DeviceFacts
 
 PARTIAL = {"verdict": {"kind": "partial", "line": "partial: 2 partitions, 2 crossings"}}
 FULL = {"verdict": {"kind": "full", "line": "full delegation: 1 partition"}}
 ANALYSIS = {"8.5": PARTIAL, "8.6": FULL, "10.1": PARTIAL}
+
+
+def trt(version: str | None) -> DeviceFacts:
+    """The facts of an x86_64 gateway with TensorRT ``version`` (None: without TensorRT)."""
+    return DeviceFacts(hostname="gw-1", os="Ubuntu 22.04", arch="x86_64", tensorrt_version=version)
 
 
 @pytest.mark.parametrize(
@@ -19,9 +25,7 @@ def test_tensorrt_versions_map_to_the_parser_table(version: str | None, family: 
 
 
 def test_a_tensorrt_device_that_cannot_run_every_op_is_warned_about() -> None:
-    warning = delegation_warning(
-        "gw-1", {"tensorrt_version": "10.3.0.30"}, DelegateConfig(), ANALYSIS, "det:2"
-    )
+    warning = delegation_warning("gw-1", trt("10.3.0.30"), DelegateConfig(), ANALYSIS, "det:2")
     assert warning is not None
     assert warning.startswith("gw-1: TensorRT 10.3.0.30 cannot run all of det:2 (partial: 2")
     assert "no CPU fallback" in warning
@@ -30,14 +34,14 @@ def test_a_tensorrt_device_that_cannot_run_every_op_is_warned_about() -> None:
 @pytest.mark.parametrize(
     ("facts", "config"),
     [
-        ({"tensorrt_version": "8.6.2"}, DelegateConfig()),  # 8.6 parser takes it all
-        ({"tensorrt_version": "10.3.0.30"}, DelegateConfig(runtime="onnxruntime")),  # EP fallback
-        ({"tensorrt_version": None}, DelegateConfig()),  # no TensorRT: ONNX Runtime on the CPU
+        (trt("8.6.2"), DelegateConfig()),  # 8.6 parser takes it all
+        (trt("10.3.0.30"), DelegateConfig(runtime="onnxruntime")),  # EP fallback
+        (trt(None), DelegateConfig()),  # no TensorRT: ONNX Runtime on the CPU
         (None, DelegateConfig(runtime="tensorrt")),  # facts unknown: nothing to say
     ],
 )
 def test_no_warning_where_the_device_can_build_or_falls_back(
-    facts: dict[str, str | None] | None, config: DelegateConfig
+    facts: DeviceFacts | None, config: DelegateConfig
 ) -> None:
     assert delegation_warning("gw-1", facts, config, ANALYSIS, "det:2") is None
 
@@ -55,7 +59,7 @@ def test_a_tensorrt_device_is_warned_about_while_the_analysis_is_unknown(
     # Issue 19: the analysis runs after the push; until it is done nobody knows the verdict.
     warning = delegation_warning(
         "gw-1",
-        {"tensorrt_version": "10.3.0.30"},
+        trt("10.3.0.30"),
         DelegateConfig(),
         {},
         "det:2",
@@ -69,7 +73,7 @@ def test_a_tensorrt_device_is_warned_about_while_the_analysis_is_unknown(
 
 def test_an_unknown_analysis_says_nothing_about_devices_without_tensorrt() -> None:
     onnxruntime = DelegateConfig(runtime="onnxruntime")
-    for facts, config in [({"tensorrt_version": None}, DelegateConfig()), (None, onnxruntime)]:
+    for facts, config in [(trt(None), DelegateConfig()), (None, onnxruntime)]:
         assert (
             delegation_warning("gw-1", facts, config, {}, "det:2", analysis_state="pending") is None
         )

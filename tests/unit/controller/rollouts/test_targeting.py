@@ -7,15 +7,16 @@ import pytest
 from controller.errors import InvalidInput
 from controller.rollouts.model import TargetSpec
 from controller.rollouts.targeting import Candidate, parse_label_selector, select
+from shared.messages import DeviceFacts, GpuFacts, JetsonFacts
 
 
-def jetson(jp: str) -> dict[str, object]:
-    return {
-        "hostname": "h",
-        "os": "linux",
-        "arch": "aarch64",
-        "jetson": {"module": "Jetson Orin Nano 8GB", "jetpack": jp},
-    }
+def jetson(jp: str) -> DeviceFacts:
+    return DeviceFacts(
+        hostname="h",
+        os="linux",
+        arch="aarch64",
+        jetson=JetsonFacts(module="Jetson Orin Nano 8GB", jetpack=jp),
+    )
 
 
 DEVICES = [
@@ -24,7 +25,7 @@ DEVICES = [
     Candidate(
         "c",
         {"site": "z"},
-        {"hostname": "h", "os": "linux", "arch": "x86_64", "gpu": {"name": "RTX A2000"}},
+        DeviceFacts(hostname="h", os="linux", arch="x86_64", gpu=GpuFacts(name="RTX A2000")),
     ),
 ]
 
@@ -40,6 +41,14 @@ def test_hardware_class_and_jetpack_range() -> None:
     assert select(TargetSpec(hardware_class="jetson-orin-nano-8gb/jp6.2"), DEVICES) == ["a"]
     assert select(TargetSpec(jetpack_min="6.0"), DEVICES) == ["a"]
     assert select(TargetSpec(jetpack_max="6.1"), DEVICES) == ["b"]
+
+
+def test_a_device_without_readable_facts_matches_no_class_or_jetpack_condition() -> None:
+    # No facts yet, or stored facts the controller cannot read (DeviceRecord.device_facts None).
+    devices = [*DEVICES, Candidate("d", {"site": "x"}, None)]
+    assert select(TargetSpec(hardware_class="jetson-orin-nano-8gb/jp6.2"), devices) == ["a"]
+    assert select(TargetSpec(jetpack_min="5.0"), devices) == ["a", "b"]
+    assert select(TargetSpec(selector="site=x"), devices) == ["a", "d"]
 
 
 @pytest.mark.parametrize("bad", ["site in x", "site=", "=x", "site in ()"])
