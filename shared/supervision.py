@@ -114,3 +114,49 @@ class Supervised:
                 continue
             self._log.debug("background thread %s stopped", self.name)
             return
+
+
+class Periodic:
+    """``tick()`` every ``interval_s`` on a :class:`Supervised` thread (``restart``) until stopped.
+
+    ``tick`` handles the errors it expects (logs them and returns); anything else reaches the
+    guard, which logs it and runs the loop again after its backoff. ``stop()`` waits up to
+    ``join_s`` for a tick in progress.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        tick: Callable[[], None],
+        interval_s: float,
+        *,
+        join_s: float = 15.0,
+        first_backoff_s: float = 1.0,
+    ) -> None:
+        self._tick = tick
+        self._interval_s = interval_s
+        self._join_s = join_s
+        self._stop = threading.Event()
+        self._guard = Supervised(
+            name, self._run, policy="restart", stop=self._stop, first_backoff_s=first_backoff_s
+        )
+
+    @property
+    def restarts(self) -> int:
+        """How many times the thread was started again after a crash."""
+        return self._guard.restarts
+
+    def start(self) -> None:
+        self._guard.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._guard.is_alive():
+            self._guard.join(self._join_s)
+
+    def is_alive(self) -> bool:
+        return self._guard.is_alive()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self._tick()

@@ -13,12 +13,11 @@ back-off, starting with a full scan (what a crash interrupted is applied then).
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 from controller.errors import ControllerError
 from controller.jobs.service import JobService
-from shared.supervision import Supervised
+from shared.supervision import Periodic
 
 logger = logging.getLogger(__name__)
 
@@ -33,31 +32,30 @@ class JobLoop:
 
     def __init__(self, service: JobService, interval_s: float = SYNC_S) -> None:
         self._service = service
-        self._interval = interval_s
-        self._stop = threading.Event()
-        self._guard = Supervised("jetfleet-jobs", self._run, policy="restart", stop=self._stop)
+        self._last_full = float("-inf")
+        self._loop = Periodic("jetfleet-jobs", self._tick, interval_s)
 
     @property
     def restarts(self) -> int:
         """How many times the thread was started again after a crash."""
-        return self._guard.restarts
+        return self._loop.restarts
 
     def start(self) -> None:
-        self._guard.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._guard.is_alive():
-            self._guard.join(15)
+        self._loop.stop()
 
-    def _run(self) -> None:
-        last_full = float("-inf")
-        while not self._stop.wait(self._interval):
-            now = time.monotonic()
-            full = now - last_full >= FULL_SCAN_S
-            try:
-                self._service.sync(full=full)
-                if full:
-                    last_full = now
-            except ControllerError as exc:
-                logger.error("could not follow job events: %s", exc)
+    def _tick(self) -> None:
+        now = time.monotonic()
+        full = now - self._last_full >= FULL_SCAN_S
+        previous = self._last_full
+        # stays so if the pass crashes: the pass after the restart reads every job event again
+        self._last_full = float("-inf")
+        try:
+            self._service.sync(full=full)
+        except ControllerError as exc:
+            logger.error("could not follow job events: %s", exc)
+            self._last_full = previous
+        else:
+            self._last_full = now if full else previous

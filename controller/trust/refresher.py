@@ -16,11 +16,10 @@ with the thread's name and the loop runs again after a back-off.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
 from controller.errors import ControllerError
-from shared.supervision import Supervised
+from shared.supervision import Periodic
 
 logger = logging.getLogger(__name__)
 
@@ -39,28 +38,23 @@ class SignatureRefresher:
     ) -> None:
         self._stale = stale
         self._republish = republish
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-        self._guard = Supervised("jetfleet-resign", self._run, policy="restart", stop=self._stop)
+        self._loop = Periodic("jetfleet-resign", self._tick, interval_s)
 
     @property
     def restarts(self) -> int:
         """How many times the thread was started again after a crash."""
-        return self._guard.restarts
+        return self._loop.restarts
 
     def start(self) -> None:
-        self._guard.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._guard.is_alive():
-            self._guard.join(15)
+        self._loop.stop()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            try:
-                if self._stale():
-                    count = self._republish()
-                    logger.info("manifests signed again; republished %d desired documents", count)
-            except ControllerError as exc:
-                logger.error("could not refresh manifest signatures: %s", exc)
+    def _tick(self) -> None:
+        try:
+            if self._stale():
+                count = self._republish()
+                logger.info("manifests signed again; republished %d desired documents", count)
+        except ControllerError as exc:
+            logger.error("could not refresh manifest signatures: %s", exc)

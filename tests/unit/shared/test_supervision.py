@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from shared.supervision import Supervised
+from shared.supervision import Periodic, Supervised
 
 
 def test_a_crashing_body_is_restarted_with_its_error_logged(
@@ -90,3 +90,22 @@ def test_the_backoff_doubles_up_to_its_cap() -> None:
     ).start()
     guard.join(5)
     assert waits == [1, 2, 4, 4, 4]
+
+
+def test_a_periodic_tick_that_crashes_is_run_again_and_stop_ends_it() -> None:
+    ticks: list[int] = []
+    third = threading.Event()
+
+    def tick() -> None:
+        ticks.append(1)
+        if len(ticks) == 1:
+            raise RuntimeError("first tick fails")
+        if len(ticks) >= 3:
+            third.set()
+
+    loop = Periodic("ticker", tick, 0.01, first_backoff_s=0.01)
+    loop.start()
+    assert third.wait(5)
+    loop.stop()
+    assert loop.restarts == 1
+    assert not loop.is_alive()
