@@ -1,0 +1,309 @@
+"""ONNX bytes → serialized TensorRT plan, on every supported release (tensorrt-notes.md §2.1, §7).
+
+:func:`build` takes ``trt`` (the module) and its :class:`~.versions.Capabilities`, so the path is
+chosen from the detected release and checkable against a stand-in of any release:
+
+- network: ``EXPLICIT_BATCH`` on 8.x (``create_network(0)`` is implicit batch there and the ONNX
+  parser rejects it); ``STRONGLY_TYPED`` when asked and offered; parser errors collected;
+- profiles: each :class:`BuildOptions` profile sets EVERY dynamic input (a missing one is a
+  :class:`BuildError` naming it), and ``add_optimization_profile``'s answer is checked;
+- precision flags (where weak typing exists), TF32 set or cleared explicitly, DLA core with GPU
+  fallback, workspace through ``set_memory_pool_limit``, tactic sources switched off by name,
+  ``BuilderFlag.REFIT`` when asked, INT8 from a calibration cache (a cache-only calibrator),
+  timing cache in and out, optimization level and aux streams only where they exist;
+- progress: ``IProgressMonitor`` where it exists, else a heartbeat fed by the logger's messages
+  (at most one per ``heartbeat_s``).
+
+Not thread-safe per call (TensorRT builds are not); one build at a time per process.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .trt_logger import make_logger
+from .versions import Capabilities
+
+Progress = Callable[[float, str], None]
+PRECISIONS = ("fp32", "fp16", "int8", "best")
+
+
+class BuildError(RuntimeError):
+    """The build failed or cannot be done on this release; ``lines`` are the reasons."""
+
+    def __init__(self, lines: List[str]) -> None:
+        super().__init__("; ".join(lines) or "TensorRT build failed")
+        self.lines = list(lines)
+
+
+@dataclass(frozen=True)
+class ShapeRange:
+    """min/opt/max shape of one input in one optimization profile."""
+
+    input: str
+    min: Tuple[int, ...]
+    opt: Tuple[int, ...]
+    max: Tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Everything a build may set. ``profiles``: each entry is one optimization profile and must
+    cover every dynamic input. ``tf32`` is explicit (TensorRT's own default is on, which moves
+    FP32 results by ~1e-3 on Ampere and later, Orin included)."""
+
+    precision: str = "fp32"
+    tf32: bool = False
+    profiles: Tuple[Tuple[ShapeRange, ...], ...] = ()
+    workspace_bytes: Optional[int] = None
+    dla_core: Optional[int] = None
+    gpu_fallback: bool = True
+    disabled_tactic_sources: Tuple[str, ...] = ()
+    refittable: bool = False
+    calibration_cache: Optional[bytes] = None
+    timing_cache: Optional[bytes] = None
+    use_timing_cache: bool = True
+    strongly_typed: bool = False
+    optimization_level: Optional[int] = None
+    max_aux_streams: Optional[int] = None
+    profiling_verbosity: str = "DETAILED"
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    plan: bytes
+    timing_cache: Optional[bytes]
+    notes: Tuple[str, ...]
+
+
+def _heartbeat(progress: Progress, every_s: float) -> Callable[[str], None]:
+    last = [float("-inf")]
+
+    def beat(message: str) -> None:
+        now = time.monotonic()
+        if now - last[0] >= every_s:
+            last[0] = now
+            progress(2.0, "building: " + message[:200])
+
+    return beat
+
+
+def _monitor(trt: Any, progress: Progress) -> Any:
+    class Monitor(trt.IProgressMonitor):  # type: ignore[misc]
+        """Maps TensorRT's nested phases to one percentage (the outermost phase's steps)."""
+
+        def __init__(self) -> None:
+            trt.IProgressMonitor.__init__(self)
+            self._phases: Dict[str, Tuple[Optional[str], int]] = {}
+
+        def phase_start(self, phase_name: str, parent_phase: Optional[str], num_steps: int) -> None:
+            self._phases[phase_name] = (parent_phase, max(int(num_steps), 1))
+
+        def step_complete(self, phase_name: str, step: int) -> bool:
+            parent, steps = self._phases.get(phase_name, (None, 1))
+            if parent is None:
+                progress(min(99.0, 2.0 + 97.0 * (step + 1) / steps), phase_name)
+            return True
+
+        def phase_finish(self, phase_name: str) -> None:
+            self._phases.pop(phase_name, None)
+
+    return Monitor()
+
+
+def _calibrator(trt: Any, cache: bytes) -> Any:
+    class CacheCalibrator(trt.IInt8EntropyCalibrator2):  # type: ignore[misc]
+        """Serves a stored calibration cache; it has no data to calibrate with."""
+
+        def __init__(self) -> None:
+            trt.IInt8EntropyCalibrator2.__init__(self)
+
+        def get_batch_size(self) -> int:
+            return 1
+
+        def get_batch(self, names: List[str]) -> None:
+            return None
+
+        def read_calibration_cache(self) -> bytes:
+            return cache
+
+        def write_calibration_cache(self, data: Any) -> None:
+            return None
+
+    return CacheCalibrator()
+
+
+def _check_options(caps: Capabilities, options: BuildOptions, dla_cores: int) -> None:
+    if options.precision not in PRECISIONS:
+        raise BuildError(["precision %r: use one of %s" % (options.precision, PRECISIONS)])
+    if options.precision != "fp32" and not caps.weak_typing_flags:
+        raise BuildError(
+            [
+                "precision %s: TensorRT %s builds strongly typed networks only, types come "
+                "from the ONNX (export it in FP16, or with Q/DQ for INT8)"
+                % (options.precision, caps.label)
+            ]
+        )
+    if options.calibration_cache is not None and not caps.int8_calibrator:
+        raise BuildError(["INT8 calibration caches are gone in TensorRT %s: use Q/DQ" % caps.label])
+    if options.strongly_typed and not (caps.strongly_typed_flag or caps.always_strongly_typed):
+        raise BuildError(["strongly typed networks need TensorRT >= 9.1 (this is %s)" % caps.label])
+    if options.dla_core is not None:
+        if not caps.dla:
+            raise BuildError(["TensorRT %s has no DLA support: unset dla_core" % caps.label])
+        if options.dla_core >= dla_cores:
+            have = "no DLA" if dla_cores == 0 else "%d DLA core(s)" % dla_cores
+            raise BuildError(
+                ["dla_core %d requested but this device has %s" % (options.dla_core, have)]
+            )
+    unknown = [
+        n
+        for n in options.disabled_tactic_sources
+        if n not in caps.tactic_sources and n not in ("CUBLAS", "CUBLAS_LT", "CUDNN")
+    ]
+    if unknown:
+        raise BuildError(["unknown tactic sources %s (known: %s)" % (unknown, caps.tactic_sources)])
+
+
+def _network(trt: Any, caps: Capabilities, builder: Any, options: BuildOptions) -> Any:
+    flag_enum = trt.NetworkDefinitionCreationFlag
+    flags = 0
+    if caps.explicit_batch_flag:
+        flags |= 1 << int(flag_enum.EXPLICIT_BATCH)
+    if options.strongly_typed and caps.strongly_typed_flag:
+        flags |= 1 << int(flag_enum.STRONGLY_TYPED)
+    return builder.create_network(flags)
+
+
+def _dynamic_inputs(network: Any) -> Dict[str, Tuple[int, ...]]:
+    found: Dict[str, Tuple[int, ...]] = {}
+    for i in range(int(network.num_inputs)):
+        tensor = network.get_input(i)
+        shape = tuple(int(d) for d in tensor.shape)
+        if any(d < 0 for d in shape):
+            found[str(tensor.name)] = shape
+    return found
+
+
+def _add_profiles(builder: Any, config: Any, network: Any, options: BuildOptions) -> List[Any]:
+    dynamic = _dynamic_inputs(network)
+    if dynamic and not options.profiles:
+        raise BuildError(
+            ["dynamic inputs %s need a shape profile (min/opt/max)" % ", ".join(sorted(dynamic))]
+        )
+    made: List[Any] = []
+    for number, ranges in enumerate(options.profiles):
+        named = {r.input: r for r in ranges}
+        missing = sorted(set(dynamic) - set(named))
+        if missing:
+            raise BuildError(
+                [
+                    "profile %d does not set dynamic input(s) %s: every profile must set every "
+                    "dynamic input" % (number, ", ".join(missing))
+                ]
+            )
+        profile = builder.create_optimization_profile()
+        for r in ranges:
+            profile.set_shape(r.input, min=r.min, opt=r.opt, max=r.max)
+        index = config.add_optimization_profile(profile)
+        if int(index) < 0:
+            raise BuildError(["TensorRT rejected optimization profile %d (%s)" % (number, ranges)])
+        made.append(profile)
+    return made
+
+
+def _configure(
+    trt: Any, caps: Capabilities, builder: Any, config: Any, options: BuildOptions
+) -> List[str]:
+    flag = trt.BuilderFlag
+    notes: List[str] = []
+    if options.workspace_bytes:
+        config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(options.workspace_bytes))
+    if options.tf32:
+        config.set_flag(flag.TF32)
+    else:
+        config.clear_flag(flag.TF32)
+    wants_fp16 = options.precision in ("fp16", "best")
+    wants_int8 = options.precision in ("int8", "best")
+    if wants_fp16:
+        if caps.platform_speed_queries and not builder.platform_has_fast_fp16:
+            notes.append("this GPU has no fast FP16: building without the FP16 flag")
+        else:
+            config.set_flag(flag.FP16)
+    if wants_int8:
+        config.set_flag(flag.INT8)
+    if options.dla_core is not None:
+        config.default_device_type = trt.DeviceType.DLA
+        config.DLA_core = int(options.dla_core)
+        if caps.weak_typing_flags and not (wants_fp16 or wants_int8):
+            config.set_flag(flag.FP16)
+        config.set_flag(flag.GPU_FALLBACK if options.gpu_fallback else flag.DIRECT_IO)
+    if options.refittable:
+        config.set_flag(flag.REFIT)
+    if options.disabled_tactic_sources:
+        mask = int(config.get_tactic_sources())
+        for name in options.disabled_tactic_sources:
+            if name in caps.tactic_sources:
+                mask &= ~(1 << int(getattr(trt.TacticSource, name)))
+        config.set_tactic_sources(mask)
+    if options.optimization_level is not None:
+        if caps.optimization_level:
+            config.builder_optimization_level = int(options.optimization_level)
+        else:
+            notes.append("builder optimization level needs TensorRT >= 8.6: ignored")
+    if options.max_aux_streams is not None:
+        if caps.aux_streams:
+            config.max_aux_streams = int(options.max_aux_streams)
+        else:
+            notes.append("max_aux_streams needs TensorRT >= 8.6: ignored")
+    config.profiling_verbosity = getattr(trt.ProfilingVerbosity, options.profiling_verbosity)
+    return notes
+
+
+def build(
+    trt: Any,
+    caps: Capabilities,
+    onnx: bytes,
+    options: BuildOptions,
+    progress: Optional[Progress] = None,
+    heartbeat_s: float = 1.0,
+) -> BuildResult:
+    """Build ``onnx`` into a plan; BuildError with the parser's or TensorRT's own words."""
+    report: Progress = progress if progress is not None else (lambda pct, msg: None)
+    use_heartbeat = progress is not None and not caps.progress_monitor
+    logger = make_logger(trt, _heartbeat(report, heartbeat_s) if use_heartbeat else None)
+    builder = trt.Builder(logger)
+    _check_options(caps, options, int(builder.num_DLA_cores) if options.dla_core is not None else 0)
+    network = _network(trt, caps, builder, options)
+    parser = trt.OnnxParser(network, logger)  # owns the weights on 8.x: alive until built
+    report(1.0, "parsing ONNX")
+    if not parser.parse(onnx):
+        errors = [str(parser.get_error(i)) for i in range(int(parser.num_errors))]
+        raise BuildError(errors + logger.take_errors() or ["the ONNX parser refused the model"])
+    config = builder.create_builder_config()
+    profiles = _add_profiles(builder, config, network, options)
+    notes = _configure(trt, caps, builder, config, options)
+    calibrator = None
+    if options.calibration_cache is not None:
+        calibrator = _calibrator(trt, options.calibration_cache)
+        config.int8_calibrator = calibrator
+        if profiles:
+            config.set_calibration_profile(profiles[0])
+    if options.use_timing_cache:
+        cache = config.create_timing_cache(options.timing_cache or b"")
+        config.set_timing_cache(cache, ignore_mismatch=False)
+    if progress is not None and caps.progress_monitor:
+        config.progress_monitor = _monitor(trt, report)
+    report(2.0, "building (TensorRT times tactics on this device)")
+    serialized = builder.build_serialized_network(network, config)
+    if serialized is None:
+        raise BuildError(logger.take_errors() or ["build_serialized_network returned None"])
+    plan = bytes(memoryview(serialized))
+    timing: Optional[bytes] = None
+    if options.use_timing_cache:
+        timing = bytes(memoryview(config.get_timing_cache().serialize()))
+    del calibrator, parser
+    report(100.0, "plan serialized")
+    return BuildResult(plan=plan, timing_cache=timing, notes=tuple(notes))
