@@ -64,7 +64,11 @@ def probe_command(config: Path | None, as_json: bool) -> None:
     """Print this device's facts (absent sources say why) and the runtime it would use."""
     settings = _settings(config)
     try:
-        probed = probe(simulated_profile=settings.simulated_profile, runtime=settings.runtime)
+        probed = probe(
+            simulated_profile=settings.simulated_profile,
+            runtime=settings.runtime,
+            tensorrt_python=settings.tensorrt_python,
+        )
     except AgentError as exc:
         _fail(exc)
         return

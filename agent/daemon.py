@@ -26,6 +26,7 @@ import uuid
 from types import FrameType
 
 from agent.engines.identity import tuning_tag
+from agent.engines.trt_interpreter import configure as configure_tensorrt_python
 from agent.hardware.facts import probe
 from agent.hardware.runtime_kinds import ONNXRUNTIME, runtime_kind
 from agent.jobs.host import JobHost
@@ -91,6 +92,7 @@ class AgentDaemon:
         runtime: str = ONNXRUNTIME.name,
     ) -> None:
         self._settings = settings
+        configure_tensorrt_python(settings.tensorrt_python)  # where TensorRT hosts and builds run
         self._device_id = settings.require_device_id()
         self._state_dir = state_dir = settings.state_dir
         self._version = agent_version()
@@ -341,7 +343,11 @@ class AgentDaemon:
 
 def run_agent(settings: AgentSettings) -> None:
     """Probe facts, choose the runtime, and run the agent until SIGINT or SIGTERM."""
-    probed = probe(simulated_profile=settings.simulated_profile, runtime=settings.runtime)
+    probed = probe(
+        simulated_profile=settings.simulated_profile,
+        runtime=settings.runtime,
+        tensorrt_python=settings.tensorrt_python,
+    )
     log.info("runtime %s: %s", probed.runtime, probed.runtime_reason)
     daemon = AgentDaemon(settings, probed.facts, runtime=probed.runtime)
 

@@ -113,6 +113,12 @@ class AgentSettings(BaseSettings):
         description="Inference runtime: auto = TensorRT where it imports and a CUDA device "
         "answers, else ONNX Runtime; JETFLEET_RUNTIME overrides.",
     )
+    tensorrt_python: str | None = Field(
+        default=None,
+        description="The interpreter that can import tensorrt (the TensorRT host runs under it); "
+        "default: found among JetPack's (/usr/bin/python3, python3.8, 3.10, 3.12...), then the "
+        "agent's own. When set, only this one is asked. env: JETFLEET_TENSORRT_PYTHON.",
+    )
     engine_cache_mib: int = Field(
         default=2048, gt=0, description="Size bound of the local engine cache (LRU eviction)."
     )

@@ -1,10 +1,11 @@
 """CUDA side of the swap path: 1000 swaps, shared activation arena vs plain cudaMalloc/cudaFree.
 
-Needs an NVIDIA GPU and CUDA Python (``pip install cuda-python``); no TensorRT. Each "swap"
+Needs an NVIDIA GPU and libcudart (the TensorRT host's ctypes binding, agent/trt_host/cudart.py);
+no TensorRT. Each "swap"
 brings in an engine whose activation memory alternates between two sizes (and sometimes a
 larger one), as a swap between model versions does:
 
-- **arena**: ``ActivationArena.reserve(size)`` (agent/runtimes/cuda_arena.py): allocates only when
+- **arena**: ``ActivationArena.reserve(size)`` (agent/trt_host/arena.py): allocates only when
 the
   size exceeds every one seen, in big steps;
 - **plain** (baseline): ``cudaMalloc(size)`` for the new engine, then ``cudaFree`` of the old one,
@@ -22,13 +23,26 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from agent.runtimes import cuda_arena
-from agent.runtimes.cuda_arena import ActivationArena, MiB
+from agent.trt_host.arena import ActivationArena, MiB
+from agent.trt_host.cudart import CudaRuntime
+
+cuda = CudaRuntime()
+
+
+def device_name() -> str:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # noqa: BLE001 - the name is only a label
+        return "GPU 0"
 
 
 def run_arena(sizes: list[int], swaps: int) -> dict[str, float]:
-    free0, _ = cuda_arena.mem_get_info()
-    arena = ActivationArena(lanes=1)
+    free0, _ = cuda.mem_get_info()
+    arena = ActivationArena(cuda, lanes=1)
     t0 = time.perf_counter()
     for i in range(swaps):
         arena.reserve(sizes[i % len(sizes)])
@@ -36,28 +50,28 @@ def run_arena(sizes: list[int], swaps: int) -> dict[str, float]:
             pass
     arena.synchronize()
     elapsed = time.perf_counter() - t0
-    free_during, _ = cuda_arena.mem_get_info()
+    free_during, _ = cuda.mem_get_info()
     grows = arena.grows
     arena.close()
-    free1, _ = cuda_arena.mem_get_info()
+    free1, _ = cuda.mem_get_info()
     return {"free_before": free0, "free_during": free_during, "free_after": free1,
             "allocs": grows, "us_per_swap": 1e6 * elapsed / swaps}  # fmt: skip
 
 
 def run_plain(sizes: list[int], swaps: int) -> dict[str, float]:
-    free0, _ = cuda_arena.mem_get_info()
+    free0, _ = cuda.mem_get_info()
     current = 0
     t0 = time.perf_counter()
     for i in range(swaps):
-        new = cuda_arena.malloc(sizes[i % len(sizes)])
+        new = cuda.malloc(sizes[i % len(sizes)])
         if current:
-            cuda_arena.free(current)
+            cuda.free(current)
         current = new
-    cuda_arena.call("cudaDeviceSynchronize")
+    cuda.stream_synchronize(0)
     elapsed = time.perf_counter() - t0
-    free_during, _ = cuda_arena.mem_get_info()
-    cuda_arena.free(current)
-    free1, _ = cuda_arena.mem_get_info()
+    free_during, _ = cuda.mem_get_info()
+    cuda.free(current)
+    free1, _ = cuda.mem_get_info()
     return {"free_before": free0, "free_during": free_during, "free_after": free1,
             "allocs": swaps, "us_per_swap": 1e6 * elapsed / swaps}  # fmt: skip
 
@@ -69,8 +83,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     sizes = [int(m) * MiB for m in args.mib.split(",")]
-    props = cuda_arena.call("cudaGetDeviceProperties", 0)
-    name = bytes(props.name).split(b"\0", 1)[0].decode(errors="replace")
+    name = device_name()
     rows = {
         "arena": run_arena(sizes, args.swaps),
         "plain malloc/free": run_plain(sizes, args.swaps),

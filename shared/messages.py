@@ -192,6 +192,14 @@ class DeviceFacts(WireModel):
     python_version: str | None = None
     onnxruntime_version: str | None = None
     tensorrt_version: str | None = None
+    tensorrt_python: str | None = Field(
+        default=None,
+        description="Interpreter the TensorRT host runs under (it imports tensorrt); None when "
+        "none can. Added within jetfleet/facts/1: older documents lack it.",
+    )
+    tensorrt_python_version: str | None = Field(
+        default=None, description="That interpreter's Python version (3.8 on JetPack 5.1)."
+    )
     jetson: JetsonFacts | None = None
     gpu: GpuFacts | None = None
     sources: dict[str, FactSource] = Field(

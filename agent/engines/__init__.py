@@ -4,5 +4,6 @@ A model slot's ONNX file becomes an *engine* for this device: an ONNX Runtime op
 a TensorRT plan. :mod:`identity` names it (ARCHITECTURE.md §4), :mod:`cache` keeps it,
 :mod:`resolver` finds it (local cache → controller store → build under a fleet lease → upload),
 :mod:`build_runner` builds it in a child process. Only :mod:`builder_ort` imports ONNX Runtime and
-only :mod:`builder_trt` imports TensorRT, each inside the child.
+TensorRT builds run under the TensorRT interpreter as ``agent.trt_host.build_child``
+(:mod:`trt_interpreter`, :mod:`trt_config`): nothing here imports TensorRT.
 """

@@ -6,10 +6,16 @@ take the agent (and the models it serves) down with it. So every build runs as
 become ``on_progress`` calls, its stderr is kept as the failure's error lines, its resident
 memory (with its children) is sampled for the peak, and on timeout or cancellation the whole
 process group is killed.
+
+TensorRT builds run as ``<tensorrt python> -m agent.trt_host.build_child REQUEST.json`` (the
+runtime descriptor's builder, :data:`agent.engines.trt_interpreter.HOST_BUILDER`): the agent never
+imports TensorRT, the request is the plain JSON of :func:`agent.engines.trt_config.
+host_build_request`, and progress and error lines are the same as every builder's.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -26,7 +32,9 @@ from typing import IO
 import psutil
 
 from agent.engines.build_protocol import BuildRequest, parse_progress
-from agent.errors import PermanentError
+from agent.engines.trt_config import TrtConfigError, host_build_request
+from agent.engines.trt_interpreter import HOST_BUILDER, tensorrt_launch
+from agent.errors import ModelLoadError, PermanentError
 from agent.hardware.runtime_kinds import RUNTIMES
 
 log = logging.getLogger(__name__)
@@ -90,11 +98,24 @@ def run_build(
     request.output_path.parent.mkdir(parents=True, exist_ok=True)
     request.output_path.unlink(missing_ok=True)
     request_file = request.output_path.with_name(request.output_path.name + ".request.json")
-    request_file.write_text(request.model_dump_json())
+    interpreter, env, cwd = sys.executable, None, None
+    if module == HOST_BUILDER:
+        try:
+            payload = json.dumps(host_build_request(request))
+            launch = tensorrt_launch(for_build=True)
+        except (TrtConfigError, ModelLoadError) as exc:
+            raise BuildFailed("TensorRT build refused", [str(exc)]) from exc
+        interpreter, env = launch.interpreter, {**os.environ, "PYTHONPATH": launch.pythonpath}
+        cwd = launch.pythonpath  # ``-m`` puts the working directory first on the child's path
+    else:
+        payload = request.model_dump_json()
+    request_file.write_text(payload)
     errors: deque[str] = deque(maxlen=ERROR_LINES)
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", module, str(request_file)],
+        [interpreter, "-m", module, str(request_file)],
+        env=env,
+        cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

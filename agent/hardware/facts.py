@@ -24,7 +24,15 @@ from agent.hardware.sim_profiles import PROFILES
 from shared.delegate import Runtime
 from shared.messages import DeviceFacts, FactSource
 
-SIMULATED_SOURCES = ("jetson", "tensorrt", "nvml", "cuda", "nvpmodel", "jetson_clocks")
+SIMULATED_SOURCES = (
+    "jetson",
+    "tensorrt",
+    "nvml",
+    "cuda",
+    "cudart",
+    "nvpmodel",
+    "jetson_clocks",
+)
 
 
 @dataclass(frozen=True)
@@ -78,6 +86,7 @@ def _distribution_version(name: str) -> str | None:
 
 def _host_facts(root: Path, hw: HardwareFacts) -> DeviceFacts:
     os_name, os_source = _os_name(root)
+    trt_python = hw.tensorrt_python if hw.tensorrt_python and hw.tensorrt_python.usable else None
     ort_version = _distribution_version("onnxruntime")
     sources = {
         "os_release": os_source,
@@ -97,6 +106,8 @@ def _host_facts(root: Path, hw: HardwareFacts) -> DeviceFacts:
         python_version=platform.python_version(),
         onnxruntime_version=ort_version,
         tensorrt_version=hw.tensorrt_version,
+        tensorrt_python=trt_python.interpreter if trt_python else None,
+        tensorrt_python_version=trt_python.python_version if trt_python else None,
         jetson=hw.jetson,
         gpu=hw.gpu,
         sources=sources,
@@ -113,6 +124,8 @@ def simulate(facts: DeviceFacts, profile_name: str) -> DeviceFacts:
             "jetson": profile.jetson,
             "gpu": profile.gpu,
             "tensorrt_version": profile.tensorrt_version,
+            "tensorrt_python": None,
+            "tensorrt_python_version": None,
             "sources": {**facts.sources, **overlaid},
             "simulated": True,
             "profile": profile.name,
@@ -125,9 +138,12 @@ def probe(
     simulated_profile: str | None = None,
     runtime: RuntimeSetting = "auto",
     run: Runner = default_runner,
+    tensorrt_python: str | None = None,
 ) -> Probed:
-    """Probe the host below ``root``; SettingsError when ``runtime`` cannot be honoured."""
-    hw = probe_hardware(root, run)
+    """Probe the host below ``root``; SettingsError when ``runtime`` cannot be honoured.
+
+    ``tensorrt_python``: the setting of that name (None: search JetPack's interpreters)."""
+    hw = probe_hardware(root, run, tensorrt_python=tensorrt_python)
     chosen, reason = choose_runtime(hw, runtime)
     facts = _host_facts(root, hw)
     if simulated_profile is not None:
@@ -137,9 +153,12 @@ def probe(
 
 
 def probe_facts(
-    root: Path = Path("/"), simulated_profile: str | None = None, run: Runner = default_runner
+    root: Path = Path("/"),
+    simulated_profile: str | None = None,
+    run: Runner = default_runner,
+    tensorrt_python: str | None = None,
 ) -> DeviceFacts:
     """Only the facts of :func:`probe` (the runtime left to decide later)."""
-    hw = probe_hardware(root, run)
+    hw = probe_hardware(root, run, tensorrt_python=tensorrt_python)
     facts = _host_facts(root, hw)
     return simulate(facts, simulated_profile) if simulated_profile is not None else facts

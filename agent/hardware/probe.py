@@ -2,9 +2,11 @@
 
 :func:`probe_hardware` runs every probe (Jetson files and tools through ``root`` and ``run``;
 TensorRT, CUDA Python, NVML and the driver's procfs on the live host) and merges their answers,
-trusting a value the device measured over one the catalog only labels. :func:`choose_runtime`
-is the decision of issue 3 item 7: TensorRT when it imports and a CUDA device answers, else
-ONNX Runtime, always with the reason in words (``jetfleet-agent probe`` prints it).
+trusting a value the device measured over one the catalog only labels. TensorRT is asked
+through the interpreter that can import it (:mod:`agent.hardware.trt_python`), never imported
+here. :func:`choose_runtime` is the decision of issue 3 item 7: TensorRT when it imports under
+some interpreter and a CUDA device answers, else ONNX Runtime, always with the reason in words
+(``jetfleet-agent probe`` prints it).
 """
 
 from __future__ import annotations
@@ -23,7 +25,11 @@ from agent.hardware.nvidia_driver import probe_driver
 from agent.hardware.nvml_probe import probe_nvml
 from agent.hardware.runtime_kinds import ONNXRUNTIME, TENSORRT, RuntimeName
 from agent.hardware.tensorrt_probe import probe_tensorrt
+from agent.hardware.trt_python import TrtPython
 from shared.messages import FactSource, GpuFacts, JetsonFacts
+
+CUDA_SOURCES = ("cuda", "nvml", "cudart")
+"""The sources that can say a CUDA device answers (cuda-python, NVML, the host's libcudart)."""
 
 RuntimeSetting = Literal["auto", "onnxruntime", "tensorrt"]
 """The ``runtime`` setting: a name of :data:`~agent.hardware.runtime_kinds.RUNTIMES`, or auto."""
@@ -33,8 +39,11 @@ RuntimeSetting = Literal["auto", "onnxruntime", "tensorrt"]
 class HardwareFacts:
     """What the hardware probe found; ``sources`` says, per source, why anything is missing.
 
-    ``cuda_device`` is True when a CUDA device answered: the CUDA runtime or NVML saw one, or a
-    TensorRT runtime could be created (which needs one).
+    ``cuda_device`` is True when a CUDA device answered: CUDA Python or NVML in the agent, or
+    libcudart under the TensorRT interpreter (what the host's CUDA layer loads) saw one. A
+    TensorRT runtime that could be created is not enough: the host still needs libcudart.
+    ``tensorrt_python``: the TensorRT interpreter search's answer (also when it found none
+    usable; None when not probed).
     """
 
     jetson: JetsonFacts | None
@@ -42,6 +51,7 @@ class HardwareFacts:
     tensorrt_version: str | None
     sources: dict[str, FactSource] = field(default_factory=dict)
     cuda_device: bool = False
+    tensorrt_python: TrtPython | None = None
 
 
 def merge_gpu(candidates: Sequence[GpuFacts | None]) -> GpuFacts | None:
@@ -62,12 +72,17 @@ def merge_gpu(candidates: Sequence[GpuFacts | None]) -> GpuFacts | None:
 
 
 def probe_hardware(
-    root: Path = Path("/"), run: Runner = default_runner, catalog: Catalog | None = None
+    root: Path = Path("/"),
+    run: Runner = default_runner,
+    catalog: Catalog | None = None,
+    tensorrt_python: str | None = None,
 ) -> HardwareFacts:
-    """Probe every hardware source; never raises for a missing one (it is reported absent)."""
+    """Probe every hardware source; never raises for a missing one (it is reported absent).
+
+    ``tensorrt_python``: the setting of that name (None: search JetPack's interpreters)."""
     catalog = catalog or load_catalog()
     jetson = probe_jetson(root, run, catalog)
-    tensorrt = probe_tensorrt()
+    tensorrt = probe_tensorrt(tensorrt_python)
     cuda = probe_cuda()
     nvml = probe_nvml()
     driver = probe_driver(root)
@@ -75,6 +90,7 @@ def probe_hardware(
         **jetson.sources,
         TENSORRT.name: tensorrt.source,
         "cuda": cuda.source,
+        "cudart": tensorrt.cudart,
         "nvml": nvml.source,
         "nvidia_driver": driver.source,
     }
@@ -92,17 +108,18 @@ def probe_hardware(
     )
     return HardwareFacts(
         jetson=jetson_facts,
-        gpu=merge_gpu([nvml.gpu, cuda.gpu, driver_gpu, catalog_gpu]),
+        gpu=merge_gpu([nvml.gpu, cuda.gpu, tensorrt.gpu, driver_gpu, catalog_gpu]),
         tensorrt_version=tensorrt.version,
         sources=sources,
-        cuda_device=cuda.gpu is not None or nvml.gpu is not None or tensorrt.runtime_created,
+        cuda_device=cuda.gpu is not None or nvml.gpu is not None or tensorrt.cudart.available,
+        tensorrt_python=tensorrt.python,
     )
 
 
 def _why_no_device(hw: HardwareFacts) -> str:
     reasons = [
         f"{name}: {hw.sources[name].reason}"
-        for name in ("cuda", "nvml")
+        for name in CUDA_SOURCES
         if name in hw.sources and hw.sources[name].reason
     ]
     return "; ".join(reasons) or "no CUDA source answered"
@@ -138,4 +155,12 @@ def choose_runtime(
         return ort, why
     device = (hw.gpu.name if hw.gpu else None) or "the CUDA device"
     how = f"runtime = {trt} in the agent settings" if override == trt else "chosen"
-    return trt, f"{how}: {TENSORRT.label} {hw.tensorrt_version} imports and {device} answered"
+    found = hw.tensorrt_python
+    under = (
+        f" (host under {found.interpreter}, Python {found.python_version})"
+        if found is not None and found.usable
+        else ""
+    )
+    return trt, (
+        f"{how}: {TENSORRT.label} {hw.tensorrt_version} imports and {device} answered{under}"
+    )

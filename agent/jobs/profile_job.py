@@ -102,12 +102,8 @@ def _profile_trt(
     job: ProfileJob, engine: Path, reference: Reference | None, delegate: Any
 ) -> tuple[list[NodeRecord], int]:
     from agent.jobs.profiling_trt import profile_trt
-    from agent.runtimes.trt import load_trt
 
     dla_core = delegate.dla_core if delegate is not None else None
-    probe = load_trt(engine, dla_core=dla_core)
-    try:
-        feeds = feeds_for(list(probe.inputs), reference)
-    finally:
-        probe.close()
-    return profile_trt(engine, feeds, job.runs, job.warmups, dla_core)
+    return profile_trt(
+        engine, lambda specs: feeds_for(list(specs), reference), job.runs, job.warmups, dla_core
+    )

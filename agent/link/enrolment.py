@@ -164,9 +164,10 @@ def enroll(
     from agent.hardware.facts import probe_facts  # the hardware probe, only when enrolling
 
     try:
-        facts = probe_facts(simulated_profile=settings.simulated_profile).model_dump(
-            mode="json", by_alias=True
-        )
+        facts = probe_facts(
+            simulated_profile=settings.simulated_profile,
+            tensorrt_python=settings.tensorrt_python,
+        ).model_dump(mode="json", by_alias=True)
     except AgentError:
         facts = None
     identity = request_identity(

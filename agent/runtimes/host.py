@@ -33,7 +33,6 @@ import logging
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -52,8 +51,8 @@ from agent.runtimes.host_model import (
     failure,
 )
 from agent.runtimes.host_process import HostDied, HostProcess
+from agent.trt_host import launch, shm
 from agent.trt_host import protocol as p
-from agent.trt_host import shm
 from shared.supervision import Supervised
 
 log = logging.getLogger(__name__)
@@ -82,17 +81,8 @@ def restart_delay(crashes: int, first_s: float, max_s: float) -> float:
     return float(min(first_s * 2 ** max(crashes - 1, 0), max_s))
 
 
-def _package_root() -> Path:
-    return Path(__file__).resolve().parents[2]
-
-
-def _isolated_root() -> Path:
-    """A directory holding ``agent/__init__.py`` (empty) and ``agent/trt_host`` (a link) only."""
-    root = Path(tempfile.mkdtemp(prefix="jetfleet-trt-host-"))
-    (root / "agent").mkdir()
-    (root / "agent" / "__init__.py").write_text("")
-    (root / "agent" / "trt_host").symlink_to(_package_root() / "agent" / "trt_host")
-    return root
+_package_root = launch.package_root  # shared with the TensorRT interpreter probe
+_isolated_root = launch.isolated_root
 
 
 class TrtHost:

@@ -64,6 +64,7 @@ class HostModel:
         self._handle = int(body["model"])
         self._inputs = tuple(_specs(body["inputs"]))
         self._outputs = tuple(_specs(body["outputs"]))
+        self.info: dict[str, Any] = dict(body.get("info") or {})
         self._region: shm.Region | None = None
         self._regions = 0
 
@@ -91,7 +92,22 @@ class HostModel:
         with self._lock:
             self._drop_region()
             self._proc, self._handle = proc, int(body["model"])
+            self.info = dict(body.get("info") or {})
         self.settle(SERVING, None)
+
+    def call(self, kind: str, body: dict[str, Any], timeout_s: float | None) -> dict[str, Any]:
+        """Another request on this model (refit, profile); the host's failure as InferenceError
+        (or InvalidInputError for a bad request)."""
+        with self._lock:
+            if self.state != SERVING:
+                raise InferenceError(f"{self.path.name} is {self.state}: {self.reason}")
+            try:
+                reply = self._proc.request(kind, {**body, "model": self._handle}, timeout_s)
+            except HostDied as exc:
+                raise InferenceError(f"{self.path.name}: {exc}") from exc
+        if reply.kind != p.OK:
+            raise failure(reply, InferenceError)
+        return dict(reply.body)
 
     def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         arrays = {name: np.asarray(value) for name, value in feeds.items()}

@@ -2,14 +2,17 @@
 
 Each loader takes the same arguments (the file, the intra-op thread count, the slot's delegate
 config, the TensorRT stream count) and keeps what its runtime uses: ONNX Runtime the delegate's
-providers and graph options, TensorRT the streams and the delegate's DLA core. The runtime is
-imported with its first load, not at agent start: ONNX Runtime costs an idle agent ~20 MB of RSS,
-TensorRT far more (issue 6). Names are the descriptors' (:mod:`agent.hardware.runtime_kinds`).
+providers and graph options, TensorRT the streams and the delegate's DLA core. ONNX Runtime is
+imported with its first load, not at agent start (an idle agent saves ~20 MB of RSS, issue 6);
+TensorRT is never imported here: its models load into the agent's shared TensorRT host
+(:mod:`agent.runtimes.trt_hosts`), started with the first one. Names are the descriptors'
+(:mod:`agent.hardware.runtime_kinds`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
@@ -17,26 +20,41 @@ from agent.hardware.runtime_kinds import ONNXRUNTIME, TENSORRT, runtime_kind
 from agent.runtimes.base import LoadedModel
 from shared.delegate import DelegateConfig
 
-EngineLoader = Callable[[Path, int, "DelegateConfig | None", int], LoadedModel]
-"""``(path, intra_op_threads, delegate, streams)`` → the loaded engine (ModelLoadError)."""
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """What a loader may use of a slot: threads, delegate config, TensorRT streams, and where
+    ONNX Runtime's TensorRT execution provider keeps what it builds (``engine_cache_dir``, one
+    directory per ``engine_key``), so a restart loads instead of rebuilding (issue 15, part 6)."""
+
+    intra_op_threads: int = 1
+    delegate: DelegateConfig | None = None
+    streams: int = 1
+    engine_cache_dir: Path | None = None
+    engine_key: str | None = None
 
 
-def _load_ort(
-    path: Path, threads: int, delegate: DelegateConfig | None, streams: int
-) -> LoadedModel:
-    del streams  # ONNX Runtime runs one session per engine
-    from agent.runtimes.ort import load_ort
-
-    return load_ort(path, intra_op_threads=threads, delegate=delegate)
+EngineLoader = Callable[[Path, LoadOptions], LoadedModel]
+"""``(path, options)`` → the loaded engine (ModelLoadError)."""
 
 
-def _load_trt(
-    path: Path, threads: int, delegate: DelegateConfig | None, streams: int
-) -> LoadedModel:
-    from agent.runtimes.trt import load_trt
+def _load_ort(path: Path, o: LoadOptions) -> LoadedModel:
+    from agent.runtimes.ort import load_ort  # streams: ONNX Runtime runs one session per engine
 
-    dla = delegate.dla_core if delegate is not None else None
-    return load_trt(path, intra_op_threads=threads, streams=streams, dla_core=dla)
+    return load_ort(
+        path,
+        intra_op_threads=o.intra_op_threads,
+        delegate=o.delegate,
+        engine_cache_dir=o.engine_cache_dir,
+        engine_key=o.engine_key,
+    )
+
+
+def _load_trt(path: Path, o: LoadOptions) -> LoadedModel:
+    from agent.runtimes.trt_hosts import load_in_shared_host  # threads: TensorRT schedules its own
+
+    dla = o.delegate.dla_core if o.delegate is not None else None
+    return load_in_shared_host(path, streams=o.streams, dla_core=dla)
 
 
 LOADERS: Mapping[str, EngineLoader] = MappingProxyType(
@@ -52,10 +70,13 @@ def load_engine(
     intra_op_threads: int = 1,
     delegate: DelegateConfig | None = None,
     streams: int = 1,
+    engine_cache_dir: Path | None = None,
+    engine_key: str | None = None,
 ) -> LoadedModel:
     """Load ``path`` with ``runtime`` (UnknownRuntime for a name the agent does not know).
 
     Without ``delegate``: ONNX Runtime on the CPU provider, TensorRT on the GPU (no DLA).
     """
     loader = LOADERS[runtime_kind(runtime).name]
-    return loader(path, intra_op_threads, delegate, streams)
+    options = LoadOptions(intra_op_threads, delegate, streams, engine_cache_dir, engine_key)
+    return loader(path, options)

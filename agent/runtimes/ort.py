@@ -112,6 +112,7 @@ def load_ort(
     delegate: DelegateConfig | None = None,
     profile_dir: Path | None = None,
     engine_cache_dir: Path | None = None,
+    engine_key: str | None = None,
 ) -> OrtModel:
     """Load ``path`` with ``delegate``'s providers (CPU without one); ModelLoadError when ORT
     refuses it. ``profile_dir``: profile the session, trace written there."""
@@ -119,6 +120,7 @@ def load_ort(
         delegate or DelegateConfig(),
         ort.get_available_providers(),
         engine_cache_dir=str(engine_cache_dir) if engine_cache_dir is not None else None,
+        engine_key=engine_key,
     )
     for note in plan.notes:
         log.warning("%s: %s", path.name, note)

@@ -27,6 +27,8 @@ analyzer (``jetfleet models analyze``) reports the partition count a model will 
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -57,8 +59,16 @@ def tensorrt_options(
     config: DelegateConfig,
     engine_cache_dir: str | None = None,
     calibration_table: str | None = None,
+    engine_key: str | None = None,
 ) -> tuple[dict[str, str], list[str]]:
-    """The TensorRT EP's provider options for ``config`` and notes on what could not be set."""
+    """The TensorRT EP's provider options for ``config`` and notes on what could not be set.
+
+    ``engine_cache_dir`` (under the agent's state dir) keeps what the EP builds, so a restart
+    loads its engines instead of rebuilding them: with ``engine_key``, engines go to
+    ``<dir>/<engine_key>`` (one directory per model engine key, removable with it) and the
+    timing cache, valid for every model on this GPU and TensorRT, to ``<dir>/timing``.
+    An ``engine_key`` that is not one path component is a ValueError.
+    """
     notes: list[str] = []
     ort = config.onnxruntime
     options = {"trt_min_subgraph_size": str(ort.trt_min_subgraph_size)}
@@ -88,11 +98,17 @@ def tensorrt_options(
     if config.max_aux_streams is not None:
         options["trt_auxiliary_streams"] = str(config.max_aux_streams)
     if engine_cache_dir is not None:
+        engines, timing = engine_cache_dir, engine_cache_dir
+        if engine_key is not None:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}", engine_key):
+                raise ValueError(f"engine key {engine_key!r} is not a directory name")
+            engines = os.path.join(engine_cache_dir, engine_key)
+            timing = os.path.join(engine_cache_dir, "timing")
         options["trt_engine_cache_enable"] = "True"
-        options["trt_engine_cache_path"] = engine_cache_dir
+        options["trt_engine_cache_path"] = engines
         if config.timing_cache:
             options["trt_timing_cache_enable"] = "True"
-            options["trt_timing_cache_path"] = engine_cache_dir
+            options["trt_timing_cache_path"] = timing
     return options, notes
 
 
@@ -101,6 +117,7 @@ def session_plan(
     available: Sequence[str],
     engine_cache_dir: str | None = None,
     calibration_table: str | None = None,
+    engine_key: str | None = None,
 ) -> OrtSessionPlan:
     """Providers and options for a session of ``config`` where ``available`` providers exist.
 
@@ -127,7 +144,9 @@ def session_plan(
     options: list[dict[str, str]] = []
     for provider in chosen:
         if provider == TENSORRT:
-            trt, trt_notes = tensorrt_options(config, engine_cache_dir, calibration_table)
+            trt, trt_notes = tensorrt_options(
+                config, engine_cache_dir, calibration_table, engine_key
+            )
             options.append(trt)
             notes += trt_notes
         else:

@@ -8,6 +8,7 @@ exit code: non-zero when one of them blocks serving.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,9 +16,12 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Literal
 
-from agent.hardware.probe import HardwareFacts
-from agent.hardware.runtime_kinds import ONNXRUNTIME, RUNTIMES, TENSORRT
+from agent.hardware.probe import CUDA_SOURCES, HardwareFacts
+from agent.hardware.runtime_kinds import RUNTIMES, TENSORRT
+from agent.hardware.trt_python import TrtPython
 from agent.link.broker_probe import BrokerAnswer
+from agent.service.trt_packages import install_advice
+from agent.trt_host import versions
 
 Status = Literal["ok", "warn", "fail"]
 
@@ -167,14 +171,48 @@ def check_credentials(obs: Observations) -> CheckResult:
     return CheckResult("credentials", "ok", f"{len(obs.credentials)} present")
 
 
+def _trt_python_detail(found: TrtPython | None) -> str:
+    """`` under /usr/bin/python3.8 (Python 3.8.10)`` when the interpreter search said so."""
+    where = found.interpreter or found.candidate if found is not None else None
+    if found is None or where is None:
+        return ""
+    python = f" (Python {found.python_version})" if found.python_version else ""
+    return f" under {where}{python}"
+
+
+def _supported_range() -> str:
+    (old_major, old_minor), (new_major, new_minor) = versions.OLDEST, versions.NEWEST
+    return f"{old_major}.{old_minor} to {new_major}.{new_minor}"
+
+
 def check_tensorrt(obs: Observations) -> CheckResult:
-    """TensorRT imports (and which version); required only when ``runtime = tensorrt``."""
-    version = obs.hardware.tensorrt_version
+    """TensorRT imports under some interpreter, in a supported release; required only when
+    ``runtime = tensorrt``. The detail names the interpreter, Python and TensorRT versions; the
+    fix is the exact package for this JetPack line (:mod:`agent.service.trt_packages`)."""
+    hw = obs.hardware
+    found = hw.tensorrt_python
+    version = hw.tensorrt_version
     if version is not None:
-        return CheckResult("tensorrt", "ok", f"TensorRT {version}")
-    source = obs.hardware.sources.get(TENSORRT.name)
+        supported = f", supported ({_supported_range()})" if found is not None else ""
+        return CheckResult(
+            "tensorrt", "ok", f"TensorRT {version}{_trt_python_detail(found)}{supported}"
+        )
+    source = hw.sources.get(TENSORRT.name)
     reason = (source.reason if source else None) or "TensorRT not importable"
-    fix = f"sudo apt install python3-libnvinfer (JetPack) or set runtime = {ONNXRUNTIME.name}"
+    if found is not None and found.reason:
+        reason = f"TensorRT not importable: {found.reason}"
+    if found is not None and found.tensorrt_version:
+        reason = (
+            f"TensorRT {found.tensorrt_version}{_trt_python_detail(found)} is not supported "
+            f"(this agent runs {_supported_range()})"
+        )
+    jetpack = hw.jetson.jetpack if hw.jetson is not None else None
+    seen = found.candidate if found is not None and found.tensorrt_version else None
+    cuda = (hw.gpu.cuda_version if hw.gpu else None) or (
+        found.cuda_driver_version if found else None
+    )
+    own = seen is None or seen == sys.executable
+    fix = install_advice(jetpack, seen or sys.executable, cuda, own=own)
     setting = RUNTIMES.get(obs.runtime_setting)  # None: auto
     if setting is TENSORRT:
         return CheckResult("tensorrt", "fail", reason, fix)
@@ -183,15 +221,26 @@ def check_tensorrt(obs: Observations) -> CheckResult:
     return CheckResult("tensorrt", "warn", f"{reason}; serving with ONNX Runtime (CPU)", fix)
 
 
+def _cuda_versions(found: TrtPython | None) -> str:
+    """`` (CUDA runtime 11.4, driver 11.4 under /usr/bin/python3.8)`` from the host's libcudart."""
+    if found is None or not (found.cuda_runtime_version or found.cuda_driver_version):
+        return ""
+    where = found.interpreter or found.candidate
+    return (
+        f" (CUDA runtime {found.cuda_runtime_version or '-'}, driver "
+        f"{found.cuda_driver_version or '-'} under {where})"
+    )
+
+
 def check_cuda(obs: Observations) -> CheckResult:
     """A CUDA device answers; required when the ``runtime`` setting names one that needs it."""
     hw = obs.hardware
     if hw.cuda_device:
         name = (hw.gpu.name if hw.gpu else None) or "a CUDA device"
-        return CheckResult("cuda", "ok", f"{name} answers")
+        return CheckResult("cuda", "ok", f"{name} answers{_cuda_versions(hw.tensorrt_python)}")
     reasons = "; ".join(
         f"{name}: {hw.sources[name].reason}"
-        for name in ("cuda", "nvml")
+        for name in CUDA_SOURCES
         if name in hw.sources and hw.sources[name].reason
     )
     detail = f"no CUDA device answered ({reasons or 'no CUDA source'})"

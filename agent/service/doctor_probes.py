@@ -79,9 +79,10 @@ def free_bytes(path: Path) -> tuple[int | None, str | None]:
 
 
 def observe(
-    settings: AgentSettings, hardware: Callable[[], HardwareFacts] = probe_hardware
+    settings: AgentSettings, hardware: Callable[[], HardwareFacts] | None = None
 ) -> Observations:
-    """Run the real probes for ``settings`` on this host."""
+    """Run the real probes for ``settings`` on this host (``hardware``: the hardware probe,
+    default :func:`probe_hardware` with the ``tensorrt_python`` setting)."""
     host, port = settings.broker
     controller = (
         http_health(settings.controller_url, settings.controller_ca_file)
@@ -111,7 +112,9 @@ def observe(
         local_time=datetime.now(timezone.utc),
         credentials=credentials,
         credentials_error=cred_error,
-        hardware=hardware(),
+        hardware=hardware()
+        if hardware is not None
+        else probe_hardware(tensorrt_python=settings.tensorrt_python),
         runtime_setting=settings.runtime,
         state_dir=settings.state_dir,
         free_bytes=free,

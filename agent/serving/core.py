@@ -8,7 +8,7 @@ requests. Users of Triton and DeepStream know what goes wrong there: requests fa
 reload, or memory grows across reloads until a load fails. This module is the part of the agent
 that guarantees the first never happens and makes the second measurable; the memory side
 (admission, the CUDA arena, worker processes) lives in :mod:`agent.swap.admission`,
-:mod:`agent.runtimes.cuda_arena` and :mod:`agent.swap.worker`, and the orchestration in
+:mod:`agent.trt_host.arena` and :mod:`agent.swap.worker`, and the orchestration in
 :mod:`agent.swap.hotswap`.
 
 **Two slots per model.** A name maps to a :class:`ModelSlots`: ``active`` (the entry new

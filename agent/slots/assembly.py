@@ -136,6 +136,7 @@ def assemble_slots(
         swap_mode=settings.swap_mode,
         fallback=loader,
         custom=custom_loader,
+        engine_cache_dir=state_dir / "ort-trt",  # ONNX Runtime's TensorRT EP keeps its builds
     )
     stages = Stages(
         verify=VerifyModel(verifier),

@@ -39,8 +39,13 @@ from agent.swap.validation import ReferenceError, parse_reference
 from agent.trust.verifier import ArtifactVerifier
 from shared.messages import DeviceFacts, ModelSlot, SlotPhase
 
-SlotLoader = Callable[[Path, ModelSlot], Callable[[], LoadedModel]]
-"""How to load an engine file for a slot (:func:`agent.swap.loaders.slot_loader`, bound)."""
+
+class SlotLoader(Protocol):
+    """How to load an engine file for a slot (:func:`agent.swap.loaders.slot_loader`, bound)."""
+
+    def __call__(
+        self, path: Path, slot: ModelSlot, *, engine_key: str | None = None
+    ) -> Callable[[], LoadedModel]: ...
 
 
 class PowerModes(Protocol):
@@ -187,7 +192,7 @@ class SwapIn:
             name=slot.name,
             version=slot.version,
             sha256=slot.artifact.sha256,
-            load=self._load_for(engine.path, slot),
+            load=self._load_for(engine.path, slot, engine_key=engine.key),
             need=need_of(size, runtime_kind(self._runtime).activation_estimate(size)),
             pointer=Pointer(
                 slot.version, slot.artifact.sha256, str(engine.path), engine.key, self._runtime

@@ -3,8 +3,9 @@
 * ``jetson``: ``/proc/meminfo`` MemAvailable (CPU and GPU share one DRAM pool), ``NvMapMemUsed``
   for the record, and ``lfb`` from ``/proc/buddyinfo`` (largest physically contiguous free block),
   parsed by :mod:`agent.telemetry.collectors.jetson_sysfs`.
-* ``dgpu``: CUDA's ``cudaMemGetInfo`` through :mod:`agent.runtimes.cuda_arena` when CUDA Python
-  imports, else NVML's free memory of GPU 0. Host RAM is not the constraint there.
+* ``dgpu``: NVML's free memory of GPU 0 (the agent calls no CUDA: a CUDA context would cost it
+  hundreds of MiB, and TensorRT's hosts hold their own; issue 15). Host RAM is not the
+  constraint there.
 * ``cpu``: MemAvailable (ONNX Runtime on the CPU).
 
 The budget (admission's *accounted* check) is ``budget_fraction`` of the total memory.
@@ -66,13 +67,7 @@ def _rss() -> int | None:
 
 
 def _device_memory() -> tuple[int, int] | None:
-    """(free, total) of the current CUDA device, or None without CUDA Python or a device."""
-    from agent.runtimes.cuda_arena import CudaUnavailable, mem_get_info
-
-    try:
-        return mem_get_info()
-    except CudaUnavailable:
-        pass
+    """(free, total) of GPU 0 through NVML, or None without NVML or a device."""
     try:
         import pynvml
     except ImportError:
@@ -131,9 +126,7 @@ class HeadroomProbe:
             device = _device_memory()
             if device is not None:
                 free, dev_total = device
-                return Headroom(
-                    free, int(dev_total * self._budget_fraction), "cudaMemGetInfo/NVML free"
-                )
+                return Headroom(free, int(dev_total * self._budget_fraction), "NVML free")
         if available is None or total is None:
             unknown = 1 << 62
             return Headroom(unknown, unknown, f"unknown: {self._root / MEMINFO} unreadable")

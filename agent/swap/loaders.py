@@ -37,6 +37,8 @@ def slot_loader(
     swap_mode: str,
     fallback: ModelLoader,
     custom: bool,
+    engine_key: str | None = None,
+    engine_cache_dir: Path | None = None,
 ) -> Callable[[], LoadedModel]:
     """How to load ``path`` for ``slot`` (kept, so a failed cold swap can reload it).
 
@@ -49,6 +51,12 @@ def slot_loader(
     if not custom and in_process:
         delegate = slot.delegate
         return lambda: load_engine(
-            runtime, path, intra_op_threads=threads, delegate=delegate, streams=delegate.streams
+            runtime,
+            path,
+            intra_op_threads=threads,
+            delegate=delegate,
+            streams=delegate.streams,
+            engine_cache_dir=engine_cache_dir,
+            engine_key=engine_key,
         )
     return lambda: fallback(path, intra_op_threads=threads)

@@ -9,6 +9,10 @@ NvMap blocks, glibc arenas that ``free`` never returned — so memory cannot cre
 
 Memory cost of each mode (tensorrt-notes.md §3.3):
 
+TensorRT never runs in the agent: its "worker" is a TensorRT host of its own per model
+(:mod:`agent.runtimes.trt_hosts`), and ``in_process`` means one TensorRT host shared by every
+TensorRT model of the agent.
+
 * ``in_process`` (default): one interpreter, one CUDA context, one TensorRT runtime and one
   activation arena shared by every model; a warm swap costs only the new engine's weights and
   I/O buffers. Cheapest, but what a runtime leaks on unload stays in the agent until it restarts.
@@ -36,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from agent.errors import InferenceError, ModelLoadError
+from agent.hardware.runtime_kinds import TENSORRT, runtime_kind
 from agent.runtimes.base import TensorSpec
 
 START_TIMEOUT_S = 120.0
@@ -138,7 +143,19 @@ class WorkerModel:
 
 
 def load_in_worker(runtime: str) -> Any:
-    """A ModelLoader that starts one worker per load, for ``runtime``."""
+    """A ModelLoader that starts one worker per load, for ``runtime``.
+
+    TensorRT's worker is a TensorRT host of its own (:func:`agent.runtimes.trt_hosts.
+    load_in_own_host`), started under the TensorRT interpreter and closed with the model.
+    """
+    if runtime_kind(runtime) is TENSORRT:
+        from agent.runtimes.trt_hosts import load_in_own_host
+
+        def load_host(path: Path, *, intra_op_threads: int = 1) -> Any:
+            del intra_op_threads  # TensorRT schedules its own kernels
+            return load_in_own_host(path)
+
+        return load_host
 
     def load(path: Path, *, intra_op_threads: int = 1) -> WorkerModel:
         return WorkerModel(runtime, path, intra_op_threads)

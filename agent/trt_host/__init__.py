@@ -4,9 +4,8 @@ It runs as a child process of the agent under the interpreter that can ``import 
 (JetPack's own Python: 3.8 on JetPack 5.1, 3.10 on 6.x, 3.12 on 7), so every module here is
 Python 3.8 syntax and depends on the standard library, numpy, ``tensorrt`` and libcudart only
 (checked by tests/packaging/test_trt_host_py38.py). Nothing here imports ``agent.*`` outside
-this package. Until the agent is wired to the host (issue 15 part 4), the in-process
-agent/runtimes/trt.py, agent/engines/builder_trt.py and agent/runtimes/cuda_arena.py still
-serve TensorRT >= 10.1 (the import-linter contract lists them).
+this package. The agent's TensorRT slots, builds and profiles all go through it
+(:mod:`agent.runtimes.trt_hosts`, :mod:`agent.engines.trt_interpreter`).
 
 - :mod:`.versions`: the detected TensorRT release → :class:`~.versions.Capabilities`, one named
   capability per API difference between 8.5 and the newest release (no AttributeError probing).
@@ -22,8 +21,10 @@ serve TensorRT >= 10.1 (the import-linter contract lists them).
 - :mod:`.protocol`: the agent ↔ host frames (fixed prefix with a major/minor version, JSON
   header, raw payload); :mod:`.shm`: tensors through /dev/shm regions named per host, so the
   side that survives a kill -9 deletes them; :mod:`.server` (``python -m agent.trt_host``): the
-  host's loop over a ``Backend``; :mod:`.backend_ort`: the CPU backend (CI, x86 without TensorRT).
-  The agent's side is :mod:`agent.runtimes.host`. Not yet wired into the slots (issue 15 part 4).
+  host's loop over a ``Backend``; :mod:`.backend_trt`: TensorRT (plans on the shared activation
+  arena of :mod:`.arena`, builds, refit, layer profiles); :mod:`.backend_ort`: the CPU backend
+  (CI, x86 without TensorRT); :mod:`.build_child`: one build in a child of its own. The agent's
+  side is :mod:`agent.runtimes.host` and :mod:`agent.runtimes.trt_hosts`.
 
 ``tensorrt`` (the module), the capabilities and the CUDA binding are passed in as parameters, so
 the API-conformance suite (tests/tensorrt_api) can run every release's path against a stand-in

@@ -34,7 +34,7 @@ from typing import Any
 
 MAGIC = b"JFTH"
 MAJOR = 1
-MINOR = 0
+MINOR = 1
 VERSION = f"{MAJOR}.{MINOR}"
 PREFIX = struct.Struct("!4sBBHII")
 """magic, major, minor, reserved, header length, payload length (16 bytes, network order)."""
@@ -52,7 +52,9 @@ INFER = "infer"
 UNLOAD = "unload"
 BUILD = "build"
 SHUTDOWN = "shutdown"
-REQUESTS = (PING, LOAD, IO, INFER, UNLOAD, BUILD, SHUTDOWN)
+REFIT = "refit"  # 1.1: new weights into a loaded refittable model
+PROFILE = "profile"  # 1.1: per-layer times of a loaded model
+REQUESTS = (PING, LOAD, IO, INFER, UNLOAD, BUILD, SHUTDOWN, REFIT, PROFILE)
 
 # Host -> agent.
 HELLO = "hello"
@@ -64,6 +66,9 @@ PROGRESS = "progress"
 LOAD_FAILED = "load_failed"
 INFER_FAILED = "infer_failed"
 BUILD_FAILED = "build_failed"
+REFIT_FAILED = "refit_failed"
+PROFILE_FAILED = "profile_failed"
+UNSUPPORTED = "unsupported"  # the host's backend cannot do this (e.g. refit on the CPU backend)
 BAD_REQUEST = "bad_request"
 UNKNOWN_KIND = "unknown_kind"
 

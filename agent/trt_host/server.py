@@ -2,12 +2,17 @@
 
 ``python -m agent.trt_host --fd N --backend NAME --shm-prefix P`` (see ``__main__``) runs
 :func:`serve` on the socket the agent passed as fd ``N``. The host speaks first (``hello``), then
-answers requests in order: load, io, infer, unload, ping, shutdown inline; a build runs on its own
-thread so pings and inferences keep being answered while it streams progress. Inputs are read in
-place from the agent's region, outputs written into the host's own region (``shm``).
+answers requests in order: load, io, infer, unload, refit, profile, ping, shutdown inline; a
+build runs on its own thread so pings and inferences keep being answered while it streams
+progress. Inputs are read in place from the agent's region, outputs written into the host's own
+region (``shm``).
 
 When the agent's socket closes (the agent exited or was killed) the host unloads nothing, unlinks
 every region of its prefix and exits: the process's exit returns all its memory to the OS.
+
+``refit`` and ``profile`` (protocol 1.1) are optional for a backend: one without them answers
+``unsupported``. A load's answer carries ``info`` (``Backend.info`` when the backend has it:
+``refittable``, activation bytes), which the agent keeps beside the model.
 
 Backends (:class:`Backend`): ``onnxruntime`` (``backend_ort``, the CPU backend CI runs) and
 ``tensorrt`` (``backend_trt``), imported by name only when chosen, so ONNX Runtime is never loaded
@@ -131,6 +136,8 @@ class Host:
             p.IO: self._io,
             p.INFER: self._infer,
             p.UNLOAD: self._unload,
+            p.REFIT: self._refit,
+            p.PROFILE: self._profile,
         }
         handler = handlers.get(message.kind)
         try:
@@ -161,10 +168,46 @@ class Host:
             io = self.backend.io(handle)
         except Exception as exc:
             raise RequestFailed(p.LOAD_FAILED, _describe(exc)) from exc
+        info = getattr(self.backend, "info", None)
         model = self.next_model
         self.next_model += 1
         self.models[model] = handle
-        return {"model": model, "inputs": io["inputs"], "outputs": io["outputs"]}
+        body = {"model": model, "inputs": io["inputs"], "outputs": io["outputs"]}
+        body["info"] = dict(info(handle)) if info is not None else {}
+        return body
+
+    def _optional(self, name: str) -> Callable[..., dict[str, Any]]:
+        method = getattr(self.backend, name, None)
+        if method is None:
+            raise RequestFailed(
+                p.UNSUPPORTED, f"the {self.backend.name} backend of this host cannot {name}"
+            )
+        return method  # type: ignore[no-any-return]
+
+    def _refit(self, message: p.Message) -> dict[str, Any]:
+        _, handle = self._model(message.body)
+        onnx = message.body.get("onnx")
+        if not isinstance(onnx, str):
+            raise RequestFailed(p.BAD_REQUEST, "refit needs the new ONNX file's path")
+        refit = self._optional("refit")
+        try:
+            return dict(refit(handle, onnx))
+        except Exception as exc:
+            raise RequestFailed(p.REFIT_FAILED, _describe(exc)) from exc
+
+    def _profile(self, message: p.Message) -> dict[str, Any]:
+        _, handle = self._model(message.body)
+        feeds, runs = message.body.get("feeds"), message.body.get("runs", 10)
+        warmups = message.body.get("warmups", 2)
+        if not isinstance(feeds, str) or not isinstance(runs, int) or not isinstance(warmups, int):
+            raise RequestFailed(p.BAD_REQUEST, "profile needs a feeds file (.npz) and run counts")
+        profile = self._optional("profile")
+        try:
+            with np.load(feeds, allow_pickle=False) as stored:
+                arrays = {name: stored[name] for name in stored.files}
+            return dict(profile(handle, arrays, runs, warmups))
+        except Exception as exc:
+            raise RequestFailed(p.PROFILE_FAILED, _describe(exc)) from exc
 
     def _io(self, message: p.Message) -> dict[str, Any]:
         _, handle = self._model(message.body)

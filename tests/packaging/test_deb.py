@@ -195,6 +195,32 @@ def test_the_packaged_programs_run(installed: Path) -> None:
     assert controller.stdout.startswith(str(installed / "opt/jetfleet/controller-venv/lib"))
 
 
+def test_the_packaged_agent_asks_another_python_for_tensorrt(installed: Path) -> None:
+    """The TensorRT host's probe ships in the package and runs from the installed tree under an
+    interpreter that is not the venv's (JetPack's python3.8 on a Jetson; /usr/bin/python3 here,
+    which has no TensorRT, so the answer names it and says why)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    code = (
+        "from agent.hardware.trt_python import discover, ask; import json; "
+        "print(json.dumps(ask('/usr/bin/python3'))); print(discover('/usr/bin/python3').reason)"
+    )
+    done = subprocess.run(
+        [str(installed / "opt/jetfleet/venv/bin/python"), "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=installed,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    answer, reason = done.stdout.splitlines()
+    assert '"import_error": "ModuleNotFoundError: No module named \'tensorrt\'"' in answer
+    assert reason.startswith("tensorrt_python = /usr/bin/python3: Python 3.")
+    assert reason.endswith(
+        "cannot import tensorrt (ModuleNotFoundError: No module named 'tensorrt')"
+    )
+
+
 def test_purge_removes_the_agent_but_keeps_controller_data(installed: Path) -> None:
     done = dpkg(installed, "--purge", "jetfleet-agent")
     assert done.returncode == 0, done.stdout + done.stderr

@@ -1,7 +1,8 @@
 """Profiling and tuning with TensorRT for real: IProfiler layer times, an fp16 candidate.
 
-Marked ``tensorrt``: runs where TensorRT imports and a CUDA device answers; skips with the reason
-everywhere else. Nothing here fakes TensorRT.
+Marked ``tensorrt``: runs where the TensorRT interpreter (agent/engines/trt_interpreter.py)
+imports TensorRT and a CUDA device answers; skips with the reason everywhere else. Nothing here
+fakes TensorRT: builds, profiles and benches run in TensorRT hosts and build children.
 """
 
 from __future__ import annotations
@@ -23,11 +24,9 @@ from shared.jobs import parse_candidate
 
 pytestmark = pytest.mark.tensorrt
 
-trt = pytest.importorskip("tensorrt", reason="TensorRT is not installed on this machine")
-try:
-    trt.Runtime(trt.Logger(trt.Logger.ERROR))
-except Exception as exc:  # pragma: no cover - depends on the machine
-    pytest.skip(f"TensorRT imports but no CUDA device answers: {exc}", allow_module_level=True)
+from tests.tensorrt.conftest_trt import skip_without_tensorrt  # noqa: E402
+
+skip_without_tensorrt()
 
 
 def test_iprofiler_times_every_layer_of_the_timed_runs(tmp_path: Path) -> None:
@@ -41,7 +40,7 @@ def test_iprofiler_times_every_layer_of_the_timed_runs(tmp_path: Path) -> None:
     plan = run_build(BUILDERS["tensorrt"], request, 600).output
     image = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype(np.float32)
 
-    records, runs = profile_trt(plan, {"image": image}, runs=5, warmups=2)
+    records, runs = profile_trt(plan, lambda specs: {"image": image}, runs=5, warmups=2)
 
     assert runs == 5
     assert records

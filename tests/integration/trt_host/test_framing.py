@@ -48,7 +48,7 @@ def test_a_newer_minor_version_is_read(pair) -> None:
 def test_a_peer_of_another_major_version_is_refused_before_its_header(pair) -> None:
     channel, peer = pair
     peer.sendall(p.encode(p.Message(p.PING, 1), major=p.MAJOR + 1))
-    with pytest.raises(p.VersionMismatch, match=r"protocol 2\.0, this side speaks 1\.0"):
+    with pytest.raises(p.VersionMismatch, match=r"protocol 2\.1, this side speaks 1\.1"):
         channel.recv()
 
 
@@ -91,7 +91,7 @@ def test_bytes_that_are_not_a_frame_are_refused(pair) -> None:
 
 def test_the_agent_refuses_a_host_of_another_protocol_version() -> None:
     host = TrtHost(replace(FAST, module="tests.integration.trt_host.peer_v2"))
-    with pytest.raises(ModelLoadError, match=r"protocol 2\.0, this side speaks 1\.0"):
+    with pytest.raises(ModelLoadError, match=r"protocol 2\.0, this side speaks 1\.1"):
         host.start()
 
 
@@ -111,7 +111,7 @@ def test_the_host_refuses_an_agent_of_another_protocol_version_and_exits() -> No
     _, stderr = proc.communicate(timeout=30)
     ours.close()
     assert proc.returncode == 2
-    assert "peer speaks TensorRT host protocol 2.0, this side speaks 1.0" in stderr
+    assert "peer speaks TensorRT host protocol 2.1, this side speaks 1.1" in stderr
 
 
 def test_a_request_kind_the_host_does_not_know_is_answered_and_the_host_keeps_serving(

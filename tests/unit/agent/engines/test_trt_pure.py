@@ -1,97 +1,71 @@
-"""The pure TensorRT parts, tested everywhere: config → builder plan, plan header parsing."""
+"""The pure TensorRT part of the agent, tested everywhere: delegate config → the host's build
+request (plain JSON data; the host turns it into TensorRT flags per release)."""
 
 from __future__ import annotations
 
-import struct
+from pathlib import Path
 
 import pytest
 
-from agent.engines.plan_header import PlanMismatch, check_plan, plan_trt_version
-from agent.engines.trt_config import MIB, TrtConfigError, build_plan
+from agent.engines.build_protocol import BuildRequest
+from agent.engines.trt_config import MIB, TrtConfigError, host_build_options, host_build_request
 from shared.delegate import DelegateConfig, ShapeProfile
 
 
-def plan_bytes(version: tuple[int, int, int, int], tag: int = 0x74727466, ser: int = 0) -> bytes:
-    return struct.pack("<II", tag, ser) + bytes(16) + bytes(version) + b"\x00" * 64
-
-
-def test_plan_header_gives_the_tensorrt_version() -> None:
-    assert plan_trt_version(plan_bytes((10, 3, 0, 30))) == (10, 3, 0, 30)
-    assert plan_trt_version(b"\x08\x01onnx protobuf bytes, not a plan at all......") is None
-    assert plan_trt_version(plan_bytes((10, 3, 0, 30), ser=1)) is None
-    assert plan_trt_version(b"ftrt") is None
-
-
-def test_plan_check_refuses_another_tensorrt_and_says_rebuild() -> None:
-    assert check_plan(plan_bytes((10, 3, 0, 30)), "10.3.0.30") == (10, 3, 0, 30)
-    assert check_plan(plan_bytes((10, 3, 0, 30)), "10.3.0") == (10, 3, 0, 30)
-    with pytest.raises(PlanMismatch, match=r"TensorRT 10\.3\.0\.30, this device runs .* rebuild"):
-        check_plan(plan_bytes((10, 3, 0, 30)), "10.7.0.23")
-    with pytest.raises(PlanMismatch, match="not a TensorRT plan"):
-        check_plan(b"garbage" * 10, "10.3.0.30")
-
-
 def test_default_config_is_plain_fp32_on_the_gpu() -> None:
-    plan = build_plan(DelegateConfig(), platform_has_fast_fp16=True, dla_cores=0)
-    assert plan.network_flags == ()
-    assert plan.builder_flags == ()
-    assert plan.memory_pools == {}
-    assert (plan.default_device_type, plan.dla_core) == ("GPU", None)
-    assert plan.builder_optimization_level == 3
-    assert plan.use_timing_cache
+    options = host_build_options(DelegateConfig(), dla_cores=0, timing_cache_path="t.cache")
+    assert options["precision"] == "fp32"
+    assert options["dla_core"] is None
+    assert "workspace_bytes" not in options
+    assert options["optimization_level"] == 3
+    assert options["use_timing_cache"]
+    assert options["timing_cache_path"] == "t.cache"
+    assert options["profiles"] == []
 
 
-@pytest.mark.parametrize(
-    ("precision", "fast_fp16", "flags"),
-    [
-        ("fp16", True, ("FP16",)),
-        ("fp16", False, ()),
-        ("int8", True, ("INT8",)),
-        ("best", True, ("FP16", "INT8")),
-    ],
-)
-def test_precision_maps_to_builder_flags(
-    precision: str, fast_fp16: bool, flags: tuple[str, ...]
-) -> None:
-    config = DelegateConfig(precision=precision)  # type: ignore[arg-type]
-    assert build_plan(config, fast_fp16, dla_cores=None).builder_flags == flags
+def test_strongly_typed_networks_take_their_types_from_the_onnx() -> None:
+    options = host_build_options(DelegateConfig(strongly_typed=True, precision="fp16"), None)
+    assert (options["precision"], options["strongly_typed"]) == ("fp32", True)
 
 
-def test_strongly_typed_sets_the_network_flag_and_no_precision_flags() -> None:
-    plan = build_plan(DelegateConfig(strongly_typed=True, precision="fp16"), True, None)
-    assert plan.network_flags == ("STRONGLY_TYPED",)
-    assert plan.builder_flags == ()
-    assert "types from the ONNX" in plan.notes[0]
-
-
-def test_dla_follows_trtexec_use_dla_core() -> None:
-    plan = build_plan(DelegateConfig(dla_core=1, precision="fp16"), True, dla_cores=2)
-    assert (plan.default_device_type, plan.dla_core) == ("DLA", 1)
-    assert plan.builder_flags == ("FP16", "PREFER_PRECISION_CONSTRAINTS", "GPU_FALLBACK")
-    strict = build_plan(
-        DelegateConfig(dla_core=0, precision="int8", gpu_fallback=False), True, dla_cores=2
-    )
-    assert strict.builder_flags == ("INT8", "PREFER_PRECISION_CONSTRAINTS", "DIRECT_IO")
+def test_a_dla_core_this_device_lacks_is_refused_before_any_build() -> None:
+    options = host_build_options(DelegateConfig(dla_core=1, precision="fp16"), dla_cores=2)
+    assert (options["dla_core"], options["gpu_fallback"]) == (1, True)
     with pytest.raises(TrtConfigError, match="this device has no DLA"):
-        build_plan(DelegateConfig(dla_core=0, precision="fp16"), True, dla_cores=0)
+        host_build_options(DelegateConfig(dla_core=0, precision="fp16"), dla_cores=0)
 
 
-def test_pools_profiles_streams_and_calibration() -> None:
-    profile = ShapeProfile(
-        input="image", min=(1, 3, 224, 224), opt=(4, 3, 224, 224), max=(8, 3, 224, 224)
+def test_every_shape_goes_into_one_profile_so_two_dynamic_inputs_can_build() -> None:
+    """Issue 15: one profile per dynamic input could never build a two-input model."""
+    shapes = tuple(
+        ShapeProfile(input=n, min=(1, 3, 8, 8), opt=(2, 3, 8, 8), max=(4, 3, 8, 8)) for n in "xy"
     )
+    options = host_build_options(DelegateConfig(shapes=shapes), None)
+    assert [[r["input"] for r in p] for p in options["profiles"]] == [["x", "y"]]
+
+
+def test_pools_streams_caches_and_the_request(tmp_path: Path) -> None:
     config = DelegateConfig(
         workspace_mib=512,
-        shapes=(profile,),
         max_aux_streams=0,
         builder_optimization_level=0,
         precision="int8",
         calibration_cache_sha256="c" * 64,
     )
-    plan = build_plan(config, True, None)
-    assert plan.memory_pools == {"WORKSPACE": 512 * MIB}
-    assert plan.profiles == (profile,)
-    assert plan.max_aux_streams == 0
-    assert plan.builder_optimization_level == 0
-    assert not plan.use_timing_cache
-    assert plan.use_calibration_cache
+    request = BuildRequest(
+        onnx_path=tmp_path / "m.onnx",
+        output_path=tmp_path / "m.plan",
+        config=config,
+        timing_cache_path=tmp_path / "t.cache",
+        calibration_cache_path=tmp_path / "calib.cache",
+    )
+    plain = host_build_request(request)
+    assert (plain["source"], plain["target"]) == (
+        str(tmp_path / "m.onnx"),
+        str(tmp_path / "m.plan"),
+    )
+    options = plain["options"]
+    assert options["workspace_bytes"] == 512 * MIB
+    assert options["max_aux_streams"] == 0
+    assert not options["use_timing_cache"]  # level 0 does not time tactics
+    assert options["calibration_cache_path"] == str(tmp_path / "calib.cache")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.runtimes.cuda_arena import next_arena_size
 from agent.swap.admission import Headroom, MiB, Need, decide, need_of
 from agent.swap.headroom import HeadroomProbe
+from agent.trt_host.arena import next_arena_size
 
 ROOM = Headroom(available_bytes=1000 * MiB, budget_bytes=2000 * MiB, source="test")
 
