@@ -1,10 +1,16 @@
-"""Encode and decode wire messages; a bad payload becomes one :class:`MessageError`."""
+"""Encode and decode wire messages; a bad payload becomes one :class:`MessageError`.
+
+Every JSON the system reads from the network goes through :func:`load_json`: orjson parses it
+(it refuses more than 1,024 levels itself) and no document nests deeper than ``max_depth``
+levels, so no decoder, validator or ``repr`` down the line can run out of stack on it.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import orjson
 from pydantic import BaseModel, ValidationError
 
 from shared.messages import DesiredState, Event, ReportedState, Status, Telemetry
@@ -20,6 +26,53 @@ MESSAGE_TYPES: dict[Channel, type[BaseModel]] = {
     Channel.STATUS: Status,
 }
 """The payload model of each channel."""
+
+MAX_JSON_DEPTH = 64
+"""Levels of arrays/objects a wire message or request body may nest (the deepest real one, a
+rank-8 KServe ``data`` list inside its request, has 11)."""
+
+_CONTAINERS = (list, dict)
+
+
+class JSONError(ValueError):
+    """A document that is not JSON, or nests deeper than allowed; the message says which."""
+
+
+def _too_deep(doc: Any, max_depth: int) -> bool:
+    """Whether ``doc`` nests deeper than ``max_depth``; iterative, scanning each container's
+    items in C (``map(type, ...)``) and walking only the containers among them."""
+    stack = [(doc, 1)] if type(doc) in _CONTAINERS else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            return True
+        items = node.values() if type(node) is dict else node
+        kinds = set(map(type, items))
+        if list in kinds or dict in kinds:
+            stack.extend((item, depth + 1) for item in items if type(item) in _CONTAINERS)
+    return False
+
+
+def load_json(raw: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """The parsed document; :class:`JSONError` for text that is not JSON or nests too deep.
+
+    Bare ``NaN``/``Infinity`` tokens (not JSON, but what Python's ``json`` writes) are still
+    read, through the standard library, as before; only such documents pay its cost.
+    """
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "depth" in str(exc):
+            raise JSONError(f"nests deeper than {max_depth} levels") from exc
+        try:
+            doc = json.loads(raw)
+        except RecursionError:
+            raise JSONError(f"nests deeper than {max_depth} levels") from exc
+        except ValueError:  # UnicodeDecodeError and JSONDecodeError included
+            raise JSONError(f"not JSON ({exc})") from exc
+    if _too_deep(doc, max_depth):
+        raise JSONError(f"nests deeper than {max_depth} levels")
+    return doc
 
 
 class MessageError(ValueError):
@@ -39,9 +92,9 @@ def encode(message: BaseModel) -> bytes:
 def decode(model: type[M], payload: bytes | str) -> M:
     """Validate ``payload`` as ``model``; raise :class:`MessageError` naming the field."""
     try:
-        data = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MessageError("<payload>", f"not JSON ({exc})") from exc
+        data = load_json(payload)
+    except JSONError as exc:
+        raise MessageError("<payload>", str(exc)) from exc
     if not isinstance(data, dict):
         raise MessageError("<payload>", f"expected a JSON object, got {type(data).__name__}")
     try:

@@ -229,3 +229,66 @@ def endless_loop() -> bytes:
     trips = numpy_helper.from_array(np.array(np.iinfo(np.int64).max, np.int64), "trips")
     keep_going = numpy_helper.from_array(np.array(True), "keep_going")
     return make_model([loop], [fp32("x", [1, 4])], [fp32("y", [1, 4])], [trips, keep_going])
+
+
+def ir3_cnn_with_constant_of_shape_weights(stages: int = 4) -> bytes:
+    """A Caffe2-converted model-zoo CNN in miniature (the ResNet-50/SqueezeNet/VGG class): IR 3,
+    opset 9, every initializer also listed in ``graph.input``, and every Conv weight and bias
+    computed at run time by ConstantOfShape from a ``..._SHAPE`` int64 initializer. Names carry
+    ``/`` as those exports do. Conv stages with Relu, then global pooling and a Gemm classifier.
+    """
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+
+    def constant_of_shape(name: str, shape: Sequence[int], value: float) -> str:
+        inits.append(ints(f"{name}__SHAPE", shape))
+        fill = numpy_helper.from_array(np.array([value], np.float32), "")
+        nodes.append(helper.make_node("ConstantOfShape", [f"{name}__SHAPE"], [name], value=fill))
+        return name
+
+    x, channels = "gpu_0/data_0", 3
+    for stage in range(stages):
+        out = 16 * (stage + 1)
+        w = constant_of_shape(f"gpu_0/conv{stage}_w_0", [out, channels, 3, 3], 0.01)
+        b = constant_of_shape(f"gpu_0/conv{stage}_b_0", [out], 0.0)
+        conv = f"gpu_0/conv{stage}_0"
+        nodes.append(
+            helper.make_node(
+                "Conv", [x, w, b], [conv], kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2]
+            )
+        )
+        nodes.append(helper.make_node("Relu", [conv], [f"gpu_0/relu{stage}_0"]))
+        x, channels = f"gpu_0/relu{stage}_0", out
+    fc_w = constant_of_shape("gpu_0/pred_w_0", [10, channels], 0.01)
+    fc_b = constant_of_shape("gpu_0/pred_b_0", [10], 0.0)
+    nodes += [
+        helper.make_node("GlobalAveragePool", [x], ["gpu_0/pool_0"]),
+        helper.make_node("Flatten", ["gpu_0/pool_0"], ["gpu_0/flat_0"], axis=1),
+        helper.make_node("Gemm", ["gpu_0/flat_0", fc_w, fc_b], ["gpu_0/pred_0"], transB=1),
+        helper.make_node("Softmax", ["gpu_0/pred_0"], ["gpu_0/softmax_1"]),
+    ]
+    inputs = [fp32("gpu_0/data_0", [1, 3, 224, 224])]
+    inputs += [helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)) for t in inits]
+    graph = helper.make_graph(nodes, "zoo", inputs, [fp32("gpu_0/softmax_1", [1, 10])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 9)])
+    model.ir_version = 3
+    data: bytes = model.SerializeToString()
+    return data
+
+
+def dynamic_dims_cnn(input_shape: Sequence[int | str | None], name: str = "images") -> bytes:
+    """Two 3x3 Convs (3→8→16, stride 1, pad 1) on an input with dynamic dims as exporters write
+    them: ``-1`` as a dim value, ``"?"``/``"batch"`` as dim params. FLOPs at HxW:
+    2·(8·H·W)·27 + 2·(16·H·W)·72."""
+    nodes = [
+        helper.make_node("Conv", [name, "w1"], ["c1"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Sigmoid", ["c2"], ["y"]),
+    ]
+    return make_model(
+        nodes,
+        [fp32(name, list(input_shape))],
+        [fp32("y", [-1, 16, -1, -1])],
+        [weights("w1", [8, 3, 3, 3]), weights("w2", [16, 8, 3, 3], 1)],
+    )

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
+from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 
-from agent.errors import InferenceError, ModelLoadError
+from agent.errors import InferenceError, InvalidInputError, ModelLoadError
 from agent.runtimes.base import TensorSpec
 from agent.runtimes.ort_providers import session_plan
 from shared.delegate import DelegateConfig
@@ -79,6 +80,8 @@ class OrtModel:
         names = [spec.name for spec in self._outputs]
         try:
             results = session.run(names, dict(feeds))
+        except InvalidArgument as exc:  # the request's fault (a shape the model refuses)
+            raise InvalidInputError(f"the model refused the input: {exc}") from exc
         except Exception as exc:
             raise InferenceError(f"onnxruntime failed: {exc}") from exc
         return {name: np.asarray(value) for name, value in zip(names, results, strict=True)}

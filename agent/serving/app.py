@@ -5,13 +5,15 @@ Routes: ``/v2`` (server metadata), ``/v2/health/live``, ``/v2/health/ready``,
 ``/v2/models/<name>[/versions/<v>]/ready`` and ``POST /v2/models/<name>[/versions/<v>]/infer``
 with JSON tensors or the binary tensor data extension (:mod:`agent.serving.kserve`), and
 ``/metrics``.
-Errors use KServe's shape ``{"error": "..."}``: 400 for a request that does not fit the model,
-404 for an unknown model or version, 503 when a model's queue is full or a cold swap held the
-request too long. Every infer request is counted in :class:`Metrics` and, when given, in the
-Prometheus exporter. Requests lease their engine through :meth:`ModelRegistry.acquire`, so a
-swap never fails a request (see :mod:`agent.serving.core`). With a :class:`Batcher`, requests
-of models that ask for it are dynamically batched on their leased engine
-(:mod:`agent.serving.batching`).
+Errors use KServe's shape ``{"error": "..."}``: 400 for a request that does not fit the model
+(a body that is not JSON or nests deeper than :data:`shared.codec.MAX_JSON_DEPTH` levels, a
+tensor the model refuses, ONNX Runtime's INVALID_ARGUMENT included), 413 for a body over
+``max_body_bytes`` (read no further), 404 for an unknown model or version, 503 when a model's
+queue is full or a cold swap held the request too long. Every infer request is counted in
+:class:`Metrics` and, when given, in the Prometheus exporter. Requests lease their engine
+through :meth:`ModelRegistry.acquire`, so a swap never fails a request (see
+:mod:`agent.serving.core`). With a :class:`Batcher`, requests of models that ask for it are
+dynamically batched on their leased engine (:mod:`agent.serving.batching`).
 
 The uvicorn thread runs under :class:`shared.supervision.Supervised` with policy ``exit``: a
 gateway whose KServe server died serves nothing while it goes on reporting, so the process ends
@@ -25,7 +27,6 @@ by :mod:`agent.serving.kserve`), and FastAPI's import alone costs an idle agent
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import socket
 import time
@@ -57,6 +58,7 @@ from agent.serving.kserve import (
 from agent.serving.prometheus import CONTENT_TYPE, PromMetrics
 from agent.serving.shared_memory import RegionError, SharedMemoryRegions
 from agent.telemetry.metrics import Metrics
+from shared.codec import JSONError, load_json
 from shared.supervision import Supervised
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,28 @@ READ_SIZE = 1 << 20
 request (600 KB) into three reads, each a turn of the event loop with uvicorn pausing and
 resuming the socket in between; reads of up to 1 MiB took 0.2 to 2.5 ms off such a request on
 the 2-core VM (bench/results/serving_overhead.md)."""
+MAX_BODY_BYTES = 256 << 20
+"""Largest request body read (413 past it): a 1x3x1024x1024 FP32 image as JSON tensors is
+~120 MB; binary data is a quarter of its JSON."""
+
+
+class BodyTooLarge(InvalidInputError):
+    """A request body over the limit (HTTP 413); only that much of it was read."""
+
+
+async def _body_within(request: Request, limit: int) -> bytes:
+    """The whole request body, refused as soon as it is declared or grows past ``limit``."""
+    declared = request.headers.get("content-length", "")
+    too_large = f"request body is over the {limit}-byte limit"
+    if declared.isdigit() and int(declared) > limit:
+        raise BodyTooLarge(too_large)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLarge(too_large)
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -85,9 +109,9 @@ def _tensors(specs: Any) -> list[dict[str, Any]]:
 
 def _parse_body(raw: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidInputError(f"request body is not JSON: {exc}") from exc
+        body = load_json(raw)
+    except JSONError as exc:
+        raise InvalidInputError(f"request body: {exc}") from exc
     if not isinstance(body, dict):
         raise InvalidInputError("request body must be a JSON object")
     return body
@@ -136,6 +160,7 @@ def create_app(
     prometheus: PromMetrics | None = None,
     batcher: Batcher | None = None,
     shared_memory: SharedMemoryRegions | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> Starlette:
     """The KServe v2 app over ``registry``; ``is_ready`` says whether every desired slot serves.
 
@@ -208,13 +233,16 @@ def create_app(
         status, message = 200, ""
         served: str | None = None
         try:
-            head, binary = split_body(await request.body(), request.headers.get(HEADER_LENGTH))
+            raw = await _body_within(request, max_body_bytes)
+            head, binary = split_body(raw, request.headers.get(HEADER_LENGTH))
             body = _parse_body(head)
             payload, header_length, served = await run_in_threadpool(
                 _run_inference, registry, name, version, body, binary, batcher, shared_memory
             )
         except NotServed as exc:
             status, message = 404, str(exc)
+        except BodyTooLarge as exc:
+            status, message = 413, str(exc)
         except InvalidInputError as exc:
             status, message = 400, str(exc)
         except Busy as exc:
@@ -241,8 +269,10 @@ def create_app(
         if shared_memory is None:
             return _error(400, SHM_OFF)
         try:
-            body = _parse_body(await request.body())
+            body = _parse_body(await _body_within(request, 1 << 16))
             shared_memory.register(request.path_params["region"], body)
+        except BodyTooLarge as exc:
+            return _error(413, str(exc))
         except InvalidInputError as exc:
             return _error(400, str(exc))
         return JSONResponse({})

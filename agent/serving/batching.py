@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (issue 6)
     import numpy as np
 
-from agent.errors import InferenceError
+from agent.errors import InferenceError, InvalidInputError
 from agent.runtimes.base import LoadedModel, TensorSpec
 
 Feeds = Mapping[str, "np.ndarray"]
@@ -256,7 +256,7 @@ class Batcher:
             parts = split(model.infer(merge([r.feeds for r in batch])), rows)
             for r, part in zip(batch, parts, strict=True):
                 r.result = part
-        except InferenceError as exc:
+        except (InferenceError, InvalidInputError) as exc:
             for r in batch:
                 r.error = exc
         finally:  # every waiter must wake, even when something unexpected escaped

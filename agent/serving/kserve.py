@@ -11,14 +11,22 @@ data.
 
 Every check raises InvalidInputError with a message that names the tensor and what was expected,
 so a client can fix its request from the 400 alone.
+
+JSON tensors cost no Python work per element: a flat ``data`` list is type-checked with one
+``set(map(type, ...))`` and converted by numpy; responses are written by orjson straight from
+the arrays. Floats that are not finite have no JSON number: they are written as the strings
+``"NaN"``, ``"Infinity"`` and ``"-Infinity"``, which the numpy conversion of KServe clients
+(tritonclient's ``as_numpy``, ``np.array(data, dtype)``) reads back as the same values; bare
+``NaN`` tokens would make the whole body invalid for strict JSON parsers.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (issue 6)
     import numpy as np
@@ -50,18 +58,26 @@ def _flatten(data: Any) -> list[Any]:
     return flat
 
 
-def _check_values(values: list[Any], datatype: str, name: str) -> None:
-    if datatype == "BOOL":
-        ok = all(isinstance(v, bool) for v in values)
-        expected = "true/false"
-    elif datatype.startswith(("INT", "UINT")):
-        ok = all(isinstance(v, int) and not isinstance(v, bool) for v in values)
-        expected = "integers"
-    else:
-        ok = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
-        expected = "numbers"
-    if not ok:
+_ALLOWED: dict[str, tuple[frozenset[type], str]] = {
+    "BOOL": (frozenset({bool}), "true/false"),
+    "INT": (frozenset({int}), "integers"),
+    "FLOAT": (frozenset({int, float}), "numbers"),
+}
+
+
+def _flat_values(data: Any, datatype: str, name: str) -> list[Any]:
+    """``data`` as one flat list of values of the datatype's JSON kind (a parsed document holds
+    exact types: ``bool`` is never taken for ``int``)."""
+    values = data if type(data) is list else [data]
+    kinds = set(map(type, values))
+    if list in kinds:  # nested row-major lists: flattened without recursion
+        values = _flatten(values)
+        kinds = set(map(type, values))
+    key = "BOOL" if datatype == "BOOL" else "INT" if "INT" in datatype else "FLOAT"
+    allowed, expected = _ALLOWED[key]
+    if not kinds <= allowed:
         raise InvalidInputError(f"input {name!r}: data must be {expected} for datatype {datatype}")
+    return values
 
 
 def _shape_of(raw: Any, name: str) -> tuple[int, ...]:
@@ -114,13 +130,12 @@ def _decode_tensor(
             )
         array = np.frombuffer(binary, dtype=dtype).reshape(shape)
         return name, array.astype(dtype.newbyteorder("="), copy=False)
-    values = _flatten(raw["data"])
+    values = _flat_values(raw["data"], spec.datatype, name)
     count = math.prod(shape)
     if len(values) != count:
         raise InvalidInputError(
             f"input {name!r}: {len(values)} data values given, shape {list(shape)} needs {count}"
         )
-    _check_values(values, spec.datatype, name)
     try:
         array = np.array(values, dtype=KSERVE_TO_NUMPY[spec.datatype]).reshape(shape)
     except (OverflowError, ValueError) as exc:
@@ -220,8 +235,34 @@ def requested_outputs(body: Mapping[str, Any], outputs: Sequence[TensorSpec]) ->
     return [str(n) for n in names]
 
 
+_NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+_ORJSON_NUMPY = frozenset(KSERVE_TO_NUMPY.values())
+"""dtypes orjson writes from an array itself (OPT_SERIALIZE_NUMPY); others go through tolist."""
+
+
+def json_data(array: np.ndarray) -> Any:
+    """The flat ``data`` of ``array`` for orjson (with OPT_SERIALIZE_NUMPY): the array itself
+    when orjson can write it as it is, else a list with non-finite floats as strings."""
+    import numpy as np
+
+    flat = np.ascontiguousarray(array).reshape(-1)
+    finite = array.dtype.kind != "f" or bool(np.isfinite(flat).all())
+    if finite and flat.dtype.name in _ORJSON_NUMPY and flat.dtype.isnative:
+        return flat
+    values = flat.tolist()
+    if not finite:
+        values = [v if math.isfinite(v) else _NON_FINITE.get(v, "NaN") for v in values]
+    return values
+
+
+def dumps(doc: Any) -> bytes:
+    """Compact JSON bytes of ``doc``; numpy arrays in it are written as lists."""
+    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
 def encode_outputs(results: Mapping[str, np.ndarray], names: Sequence[str]) -> list[dict[str, Any]]:
-    """KServe v2 output tensors (flat ``data``) for ``names``, in that order."""
+    """KServe v2 output tensors (flat ``data``, plain lists as the body carries them) for
+    ``names``, in that order."""
     encoded = []
     for name in names:
         array = results[name]
@@ -230,7 +271,7 @@ def encode_outputs(results: Mapping[str, np.ndarray], names: Sequence[str]) -> l
                 "name": name,
                 "shape": list(array.shape),
                 "datatype": NUMPY_TO_KSERVE.get(array.dtype.name, str(array.dtype)),
-                "data": array.reshape(-1).tolist(),
+                "data": orjson.loads(dumps(json_data(array))),
             }
         )
     return encoded
@@ -305,9 +346,9 @@ def encode_response(
             entry["parameters"] = {"binary_data_size": len(raw)}
             tail.append(raw)
         else:
-            entry["data"] = array.reshape(-1).tolist()
+            entry["data"] = json_data(array)
         outputs.append(entry)
-    header = json.dumps({**response, "outputs": outputs}, separators=(",", ":")).encode()
+    header = dumps({**response, "outputs": outputs})
     if not tail:
         return header, None
     return header + b"".join(tail), len(header)

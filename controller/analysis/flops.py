@@ -2,7 +2,10 @@
 
 Convolutions and matrix products are usually over 90 % of a vision model's compute, so only
 Conv, ConvTranspose, Gemm and MatMul are counted (one multiply-add = 2 FLOPs; bias ignored).
-Unknown dims count as 1 and mark the estimate inexact. Pure.
+Shapes are the graph's: for a model with dynamic input dims, the sizes at the stated input shapes
+(:attr:`~controller.analysis.graph.Graph.assumed`), which the report names; an estimate that
+depends on such a shape, or on a dim still unknown (counted as 1), is marked inexact. Never
+negative: a dim a model declares as -1 is unknown, not a size. Pure.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ COUNTED_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 
 @dataclass(frozen=True)
 class FlopEstimate:
-    """FLOPs of one node; ``exact`` False when an unknown dim was counted as 1."""
+    """FLOPs of one node; ``exact`` False when an unknown dim was counted as 1 or a dynamic dim
+    was taken at the assumed input shape."""
 
     flops: int
     exact: bool
@@ -30,7 +34,8 @@ def _dims(graph: Graph, name: str | None) -> tuple[list[int], bool] | None:
     info = graph.tensor(name)
     if info is None or info.shape is None:
         return None
-    return [1 if d is None else d for d in info.shape], all(d is not None for d in info.shape)
+    dims = [1 if d is None or d < 0 else d for d in info.shape]
+    return dims, not info.dynamic and all(d is not None and d >= 0 for d in info.shape)
 
 
 def node_flops(graph: Graph, node: Node) -> FlopEstimate | None:

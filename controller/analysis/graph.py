@@ -4,17 +4,26 @@ The only module of :mod:`controller.analysis` that imports ``onnx``. It loads th
 shape inference (so every tensor has a dtype and, where it can be known, a shape) and keeps what
 the pure analysis needs: nodes in graph order, tensor infos, initializer names, Constant outputs
 and the values of small integer constants (axes, K, ...).
+
+Sizes at a stated shape (issue 16): a model whose inputs have dynamic dims (``batch``, ``-1``,
+``?``) has no size to count FLOPs or bytes at, so the graph is inferred a second time with every
+input at a concrete shape (:mod:`controller.analysis.shapes` chooses it: the config's profile
+``opt``, else a named default) and :attr:`Graph.assumed` says which. Tensors whose size follows
+from such an assumption are marked ``dynamic``; a dim a model declares negative (``-1``, as some
+exporters write for "unknown") is unknown, never a negative size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from controller.analysis.shapes import AssumedShapes, stated_shapes
 from controller.errors import InvalidModel
 
 AttrValue = int | float | str | tuple[int, ...] | tuple[float, ...] | tuple[str, ...] | None
@@ -50,12 +59,17 @@ DEFAULT_DOMAINS = frozenset({"", "ai.onnx"})
 
 @dataclass(frozen=True)
 class TensorInfo:
-    """A value's type: ``shape`` is None when even the rank is unknown; a dim is None if unknown."""
+    """A value's type: ``shape`` is None when even the rank is unknown; a dim is None if unknown.
+
+    ``dynamic``: the model leaves a dim (or the rank) of this tensor open and ``shape`` holds its
+    size at the assumed input shapes (:attr:`Graph.assumed`).
+    """
 
     name: str
     dtype: str
     itemsize: int | None
     shape: tuple[int | None, ...] | None
+    dynamic: bool = False
 
 
 @dataclass(frozen=True)
@@ -100,13 +114,19 @@ class Graph:
     opset: int = 0
     producer: str = ""
     warnings: tuple[str, ...] = ()
+    assumed: AssumedShapes | None = None
+    """The input shapes sizes and FLOPs are counted at, when an input has dynamic dims."""
 
     def tensor(self, name: str) -> TensorInfo | None:
         return self.tensors.get(name)
 
 
-def load_graph(onnx_bytes: bytes) -> Graph:
-    """Parse ``onnx_bytes``, infer shapes and return the main graph as a :class:`Graph`."""
+def load_graph(onnx_bytes: bytes, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
+    """Parse ``onnx_bytes``, infer shapes and return the main graph as a :class:`Graph`.
+
+    ``input_shapes`` (input name → dims, e.g. a config's shape profile ``opt``) fixes the dynamic
+    dims of those inputs; the others get :mod:`controller.analysis.shapes`' defaults.
+    """
     try:
         model = onnx.load_from_string(onnx_bytes)
     except Exception as exc:  # protobuf DecodeError and friends: all mean "not ONNX"
@@ -122,7 +142,52 @@ def load_graph(onnx_bytes: bytes) -> Graph:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         warnings.append(f"ONNX shape inference failed ({first}); sizes and FLOPs are partial")
         inferred = model
-    return _to_graph(inferred, warnings)
+    declared = _to_graph(inferred, warnings)
+    assumed = stated_shapes(
+        {name: t.shape for name in declared.inputs if (t := declared.tensor(name)) is not None},
+        input_shapes or {},
+    )
+    if assumed is None:
+        return declared
+    sized = _infer_at(model, assumed.shapes)
+    if sized is None:
+        warnings.append(
+            f"ONNX shape inference failed at {assumed.text()}; sizes with dynamic dims are "
+            "counted as 1"
+        )
+        return dataclasses.replace(declared, warnings=tuple(warnings), assumed=assumed)
+    at_shape = _to_graph(sized, warnings)
+    tensors = {
+        name: _mark(info, declared.tensors.get(name)) for name, info in at_shape.tensors.items()
+    }
+    return dataclasses.replace(declared, tensors=tensors, warnings=tuple(warnings), assumed=assumed)
+
+
+def _infer_at(
+    model: onnx.ModelProto, shapes: Mapping[str, tuple[int, ...]]
+) -> onnx.ModelProto | None:
+    """``model`` shape-inferred with its inputs fixed at ``shapes``; None if inference fails."""
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    for value in fixed.graph.input:
+        dims = shapes.get(value.name)
+        if dims is None or not value.type.HasField("tensor_type"):
+            continue
+        shape = value.type.tensor_type.shape
+        shape.ClearField("dim")
+        for d in dims:
+            shape.dim.add().dim_value = d
+    try:
+        return onnx.shape_inference.infer_shapes(fixed, strict_mode=False, data_prop=True)
+    except (onnx.shape_inference.InferenceError, ValueError, RuntimeError):
+        return None
+
+
+def _mark(info: TensorInfo, declared: TensorInfo | None) -> TensorInfo:
+    known = declared is not None and declared.shape is not None
+    if known and declared is not None and all(d is not None for d in declared.shape or ()):
+        return info
+    return dataclasses.replace(info, dynamic=True)
 
 
 def _to_graph(model: onnx.ModelProto, warnings: list[str]) -> Graph:
@@ -188,7 +253,8 @@ def _value_info(value: onnx.ValueInfoProto) -> TensorInfo | None:
     shape: tuple[int | None, ...] | None = None
     if tensor.HasField("shape"):
         shape = tuple(
-            int(d.dim_value) if d.HasField("dim_value") else None for d in tensor.shape.dim
+            int(d.dim_value) if d.HasField("dim_value") and d.dim_value >= 0 else None
+            for d in tensor.shape.dim
         )
     return TensorInfo(name=value.name, dtype=dtype, itemsize=itemsize, shape=shape)
 

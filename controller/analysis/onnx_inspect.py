@@ -1,5 +1,8 @@
 """Adapter for ``onnx``: is a file a valid ONNX model, and what tensors does it take and give.
 
+Its inputs are what ONNX Runtime calls inputs, for every IR version: graph inputs that no
+(dense or sparse) initializer backs.
+
 Also whether the graph is explicitly quantized (QuantizeLinear/DequantizeLinear nodes): such a
 model builds in INT8 without a calibration cache, which :func:`shared.delegate.check_config`
 needs to know.
@@ -70,11 +73,17 @@ def inspect_model(path: Path, max_nodes: int | None = None) -> ModelSignature:
         raise InvalidModel(f"invalid ONNX model: {first_line}") from exc
     if not model.graph.output:
         raise InvalidModel("invalid ONNX model: the graph has no outputs")
-    initializers = {init.name for init in model.graph.initializer}
+    initializers = _initializers(model.graph)
     inputs = [_spec(v) for v in model.graph.input if v.name not in initializers]
     outputs = [_spec(v) for v in model.graph.output]
     has_qdq = any(node.op_type in QDQ_OPS for node in _nodes(model.graph))
     return ModelSignature(inputs, outputs, has_qdq, nodes)
+
+
+def _initializers(graph: onnx.GraphProto) -> set[str]:
+    """Names of the graph's dense and sparse initializers: listed in ``graph.input`` (as every
+    IR-3 model lists them), they are still not inputs, as ONNX Runtime counts them."""
+    return {t.name for t in graph.initializer} | {s.values.name for s in graph.sparse_initializer}
 
 
 def count_nodes(graph: onnx.GraphProto) -> int:

@@ -4,7 +4,9 @@ The table ships inside the package (``data/tensorrt_onnx_ops.tsv``, a copy of on
 ``docs/operators.md`` at the 8.5, 8.6-EA and 10.1 GA releases): ``Y`` supported, ``N`` not,
 ``-`` not listed (the parser of that version does not know the operator). Only the 10.1 release
 lists data types and restriction texts; the static checks in :mod:`controller.analysis.support`
-apply those restrictions to every version, since older parsers were at least as strict.
+apply the input restrictions per version as each release's importer source has them (TopK's K
+and Pad's ``axes`` differ before 10.1; Conv never needed constant weights in these releases),
+each with a unit test naming the source file and tag.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ groups concerned (:class:`_Contracted`).
 
 :func:`partition_graph` applies this to an ONNX graph and lists the tensors that cross between
 the CPU and an engine, with their bytes per inference. Constant nodes and nodes folding constants
-are left out: TensorRT folds them into whichever engine consumes them. Pure.
+(:func:`controller.analysis.fold.build_time_constants`) are left out: TensorRT folds them into
+whichever engine consumes them. Pure.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from controller.analysis.fold import build_time_constants
 from controller.analysis.graph import Graph
-from controller.analysis.support import static_tensors
 
 CPU = "CPU"
 
@@ -244,7 +245,7 @@ class Partitioning:
 
 def partition_graph(graph: Graph, supported: Mapping[int, bool]) -> Partitioning:
     """Partition ``graph`` given each node's support (by node index)."""
-    static = static_tensors(graph)
+    static = build_time_constants(graph)
     folded = frozenset(
         n.index
         for n in graph.nodes
@@ -312,10 +313,10 @@ def tensor_bytes(graph: Graph, name: str) -> tuple[int, bool]:
     info = graph.tensor(name)
     if info is None or info.shape is None:
         return (info.itemsize or 1) if info else 1, False
-    exact = info.itemsize is not None
+    exact = info.itemsize is not None and not info.dynamic
     count = 1
     for dim in info.shape:
-        if dim is None:
+        if dim is None or dim < 0:
             exact = False
         else:
             count *= dim

@@ -7,6 +7,7 @@ what ``jetfleet models analyze --json`` prints, and what the dashboard reads.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -67,6 +68,12 @@ class RatesReport(_Model):
     flops_supported: int
     flop_share: float | None
     flops_exact: bool
+    flops_at: str | None = Field(
+        default=None,
+        description="Input shapes FLOPs and bytes are counted at when an input has dynamic "
+        "dims, and their origin, e.g. 'images=1x3x640x640 (default shapes for dynamic dims)'; "
+        "None when the model fixes every input dim.",
+    )
 
 
 class UnsupportedOpReport(_Model):
@@ -127,8 +134,13 @@ def analyze(
     *,
     thresholds: Thresholds | None = None,
     use_tensorrt: bool = True,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> AnalysisReport:
     """Analyse ``onnx_bytes`` for the TensorRT ONNX parser ``trt_version`` (8.5, 8.6 or 10.1).
+
+    ``input_shapes`` (input name → dims: a config's shape profile ``opt``) is where FLOPs and
+    bytes of inputs with dynamic dims are counted; other dynamic dims get the defaults of
+    :mod:`controller.analysis.shapes`. The report names the shapes it used (``rates.flops_at``).
 
     Raises ``controller.errors.InvalidModel`` for bytes that are not ONNX and ValueError for an
     unknown ``trt_version``. With ``use_tensorrt`` and an importable TensorRT of the same version
@@ -140,18 +152,24 @@ def analyze(
             + ", ".join(TRT_VERSIONS)
         )
     return _analyze_graph(
-        load_graph(onnx_bytes), onnx_bytes, trt_version, thresholds, use_tensorrt=use_tensorrt
+        load_graph(onnx_bytes, input_shapes),
+        onnx_bytes,
+        trt_version,
+        thresholds,
+        use_tensorrt=use_tensorrt,
     )
 
 
-def analyze_all(onnx_bytes: bytes) -> dict[str, Any]:
+def analyze_all(
+    onnx_bytes: bytes, input_shapes: Mapping[str, Sequence[int]] | None = None
+) -> dict[str, Any]:
     """Static delegate analysis for every TensorRT parser version in the table, as JSON.
 
     What the controller stores per pushed version. The controller has no GPU: TensorRT's own
     parser is not consulted (an agent with TensorRT can confirm it on the device). The graph is
     loaded (and shape-inferred) once for all versions.
     """
-    graph = load_graph(onnx_bytes)
+    graph = load_graph(onnx_bytes, input_shapes)
     return {
         v: _analyze_graph(graph, onnx_bytes, v, None, use_tensorrt=False).model_dump(mode="json")
         for v in TRT_VERSIONS
@@ -182,6 +200,7 @@ def _analyze_graph(
         parts.crossing_bytes,
         unsupported,
         thresholds,
+        assumed=graph.assumed.describe() if graph.assumed else None,
     )
     histogram = Counter(n.op_type for n in graph.nodes)
     supported_count = Counter(n.op_type for n in graph.nodes if supported[n.index])
@@ -191,8 +210,15 @@ def _analyze_graph(
             f"{rates.unknown_flop_nodes} Conv/Gemm/MatMul node(s) have unknown shapes; their "
             "FLOPs are left out"
         )
+    if graph.assumed is not None:
+        warnings.append(
+            f"inputs have dynamic dims: FLOPs and bytes are counted at {graph.assumed.describe()}"
+        )
     if any(not c.exact for c in parts.crossings):
-        warnings.append("some crossing tensors have unknown dims, counted as 1")
+        warnings.append(
+            "some crossing tensors have dynamic dims, counted at the assumed input shapes (or as "
+            "1 where still unknown)"
+        )
     return AnalysisReport(
         trt_version=trt_version,
         opset=graph.opset,
@@ -242,6 +268,7 @@ def _analyze_graph(
             flops_supported=rates.flops_supported,
             flop_share=rates.flop_share,
             flops_exact=rates.flops_exact,
+            flops_at=graph.assumed.describe() if graph.assumed else None,
         ),
         verdict=VerdictReport(
             kind=verdict.kind,

@@ -1,9 +1,17 @@
 """Per node: would the TensorRT ONNX parser of a given version take it, and if not, why.
 
 Two layers: the operator table (is the op known and supported by that version's parser), then
-the restrictions that can be checked without running anything: inputs that must be constant
-(Conv weights, axes, TopK's K), attribute values (Resize modes, pooling rank, TopK ``sorted``),
-and the 10.1 data types. Pure: works on :class:`~controller.analysis.graph.Graph` only.
+the restrictions that can be checked without running anything: inputs that must be weights
+(axes, CumSum's axis, TopK's K before 8.6, Dropout's training_mode), attribute values (Resize
+modes, pooling rank, TopK ``sorted``), and the 10.1 data types.
+
+Each input restriction was checked against onnx-tensorrt's importer at the release tag of every
+version in the table (``builtin_op_importers.cpp`` at ``release/8.5-GA``/``release/8.6-GA``,
+``onnxOpImporters.cpp`` at ``release/10.1-GA``; the unit tests name file and tag per
+restriction). "Weights" is what those importers call ``is_weights()``: initializers and Constant
+outputs (:func:`controller.analysis.fold.parser_weights`). Conv and ConvTranspose take weights and
+bias computed at run time in all three ("dynamic weights convolution", ``convMultiInput``), so
+they have no such restriction. Pure: works on :class:`~controller.analysis.graph.Graph` only.
 """
 
 from __future__ import annotations
@@ -12,16 +20,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from controller.analysis.fold import build_time_constants, parser_weights
 from controller.analysis.graph import Graph, Node
 from controller.analysis.ops_table import OpsTable
 
 ReasonKind = Literal["custom_op", "unknown_op", "unsupported_op", "restriction", "data_type"]
-
-FOLDABLE_OPS = frozenset(
-    {"Identity", "Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Flatten"}
-    | {"DequantizeLinear", "QuantizeLinear"}
-)
-"""Ops whose output is constant when all their inputs are (TensorRT folds them at parse time)."""
 
 RESIZE_COORDINATE_MODES = frozenset(
     {"half_pixel", "pytorch_half_pixel", "tf_half_pixel_for_nn", "asymmetric", "align_corners"}
@@ -42,31 +45,29 @@ class NodeSupport:
 
 
 def static_tensors(graph: Graph) -> frozenset[str]:
-    """Tensors known before inference: initializers, Constant outputs, and folds of them."""
-    static = set(graph.initializers) | set(graph.constants)
-    for node in graph.nodes:
-        present = [name for name in node.inputs if name]
-        if node.op_type in FOLDABLE_OPS and present and all(n in static for n in present):
-            static.update(name for name in node.outputs if name)
-    return frozenset(static)
+    """Tensors known before inference (folded by TensorRT's builder): see :mod:`.fold`."""
+    return build_time_constants(graph)
 
 
 def node_support(graph: Graph, table: OpsTable, trt_version: str) -> list[NodeSupport]:
     """One :class:`NodeSupport` per node of ``graph``, in graph order."""
-    static = static_tensors(graph)
     used = {name for node in graph.nodes for name in node.inputs} | set(graph.outputs)
-    context = _Context(graph=graph, static=static, used=frozenset(used))
+    context = _Context(
+        graph=graph, weights=parser_weights(graph), used=frozenset(used), trt_version=trt_version
+    )
     return [_one(node, context, table, trt_version) for node in graph.nodes]
 
 
 @dataclass(frozen=True)
 class _Context:
     graph: Graph
-    static: frozenset[str]
+    weights: frozenset[str]
+    """What the parser's importers take as weights (initializers, Constant outputs)."""
     used: frozenset[str]
+    trt_version: str
 
-    def is_static(self, name: str) -> bool:
-        return name in self.static
+    def is_weights(self, name: str) -> bool:
+        return name in self.weights
 
     def value(self, name: str) -> tuple[int, ...] | None:
         return self.graph.constant_values.get(name)
@@ -124,18 +125,24 @@ def _one(node: Node, ctx: _Context, table: OpsTable, trt_version: str) -> NodeSu
 # --- static restriction checks: each returns None (fine) or what is wrong ----------------------
 
 
-def _must_be_static(position: int, what: str) -> Callable[[Node, _Context], str | None]:
+def _must_be_weights(position: int, what: str) -> Callable[[Node, _Context], str | None]:
     def check(node: Node, ctx: _Context) -> str | None:
         name = node.input(position)
-        if name is None or ctx.is_static(name):
+        if name is None or ctx.is_weights(name):
             return None
-        return f"`{what}` ({name}) must be an initializer or a Constant, not computed at run time"
+        return (
+            f"`{what}` ({name}) must be an initializer or a Constant; the TensorRT "
+            f"{ctx.trt_version} parser does not take a computed tensor here"
+        )
 
     return check
 
 
-def _conv(node: Node, ctx: _Context) -> str | None:
-    return _must_be_static(1, "weights")(node, ctx)
+def _pad(node: Node, ctx: _Context) -> str | None:
+    axes = node.input(3)
+    if axes is not None and ctx.trt_version in ("8.5", "8.6"):
+        return f"an `axes` input ({axes}) is unsupported before TensorRT 10 (pad every axis)"
+    return _must_be_weights(3, "axes")(node, ctx)
 
 
 def _resize(node: Node, ctx: _Context) -> str | None:
@@ -173,8 +180,10 @@ def _topk(node: Node, ctx: _Context) -> str | None:
     k_name = node.input(1)
     if k_name is None:
         return None
-    if k_name not in ctx.static:
-        return f"`K` ({k_name}) must be an initializer, not computed at run time"
+    if not ctx.is_weights(k_name):
+        if ctx.trt_version == "8.5":
+            return f"`K` ({k_name}) must be an initializer in TensorRT 8.5 (computed K from 8.6)"
+        return None
     k = ctx.value(k_name)
     if k and k[0] >= TOPK_MAX_K:
         return f"K={k[0]} must be less than {TOPK_MAX_K}"
@@ -208,7 +217,7 @@ def _dropout(node: Node, ctx: _Context) -> str | None:
     training = node.input(2)
     if training is None:
         return None
-    if training not in ctx.static:
+    if not ctx.is_weights(training):
         return "`training_mode` must be an initializer that is False"
     value = ctx.value(training)
     return "`training_mode` must be False" if value and value[0] else None
@@ -216,25 +225,23 @@ def _dropout(node: Node, ctx: _Context) -> str | None:
 
 _AXES_INPUT = 1
 _CHECKS: Mapping[str, Callable[[Node, _Context], str | None]] = {
-    "Conv": _conv,
-    "ConvTranspose": _conv,
     "Resize": _resize,
     "MaxPool": _pooling,
     "AveragePool": _pooling,
     "LpPool": _pooling,
     "TopK": _topk,
-    "Slice": _must_be_static(3, "axes"),
-    "Squeeze": _must_be_static(_AXES_INPUT, "axes"),
-    "Unsqueeze": _must_be_static(_AXES_INPUT, "axes"),
-    "Pad": _must_be_static(3, "axes"),
-    "CumSum": _must_be_static(1, "axis"),
+    "Slice": _must_be_weights(3, "axes"),
+    "Squeeze": _must_be_weights(_AXES_INPUT, "axes"),
+    "Unsqueeze": _must_be_weights(_AXES_INPUT, "axes"),
+    "Pad": _pad,
+    "CumSum": _must_be_weights(1, "axis"),
     "Constant": _constant,
     "ScatterND": _scatter_nd,
     "LayerNormalization": _layer_norm,
     "LSTM": _lstm,
     "Dropout": _dropout,
     **{
-        op: _must_be_static(_AXES_INPUT, "axes")
+        op: _must_be_weights(_AXES_INPUT, "axes")
         for op in (
             "ReduceL1",
             "ReduceL2",

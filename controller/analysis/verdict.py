@@ -136,8 +136,14 @@ def decide(
     crossing_bytes: int,
     unsupported: tuple[UnsupportedOp, ...],
     thresholds: Thresholds | None = None,
+    *,
+    assumed: str | None = None,
 ) -> Verdict:
-    """Full, partial or not worth delegating, with a one-line summary and the reasons."""
+    """Full, partial or not worth delegating, with a one-line summary and the reasons.
+
+    ``assumed``: the input shapes the FLOPs were counted at, when the model leaves dims dynamic;
+    the line names them, since the share (and so the verdict) can depend on them.
+    """
     limits = thresholds or Thresholds()
     share = rates.flop_share
     basis = "FLOPs"
@@ -145,6 +151,8 @@ def decide(
         share, basis = rates.node_share, "nodes"
     share = share or 0.0
     percent = f"{share * 100:.1f}% of {basis} on GPU"
+    if assumed and basis == "FLOPs":
+        percent += f" at {assumed}"
     if rates.nodes_total and rates.nodes_supported == rates.nodes_total:
         engines = f"{partitions} partition{'s' * (partitions != 1)}"
         return Verdict("full", f"full delegation: {engines}, {percent}", (), unsupported)

@@ -8,6 +8,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from controller.analysis.report import AnalysisReport
+from controller.api.answers import (
+    DOWNLOAD_RESPONSES,
+    HEAD_RESPONSES,
+    RANGE_PARAMETER,
+    install_answers,
+    raw_body,
+)
 from controller.api.convert import (
     config_change_out,
     config_out,
@@ -114,6 +121,7 @@ def create_app(services: Services) -> FastAPI:
     if services.access is not None:
         app.include_router(login_router(services.access))
         install_auth(app, services.access)
+    install_answers(app)
     return app
 
 
@@ -166,6 +174,7 @@ def _models(services: Services) -> APIRouter:
         "/models/{name}/versions/{version}",
         status_code=201,
         responses={200: {"description": "Same bytes already stored (idempotent)."}},
+        openapi_extra=raw_body("application/octet-stream"),
     )
     async def upload_version(
         name: str, version: str, request: Request, response: Response
@@ -186,7 +195,10 @@ def _models(services: Services) -> APIRouter:
             response.status_code = 200
         return version_out(out)
 
-    @router.put("/models/{name}/versions/{version}/reference")
+    @router.put(
+        "/models/{name}/versions/{version}/reference",
+        openapi_extra=raw_body("application/x-npz", "application/octet-stream"),
+    )
     async def put_reference(name: str, version: str, request: Request) -> ArtifactRef:
         """Upload reference outputs (NPZ: ``input:<name>``/``output:<name>``, first axis = case)."""
         body = await _body_within(request, services.store.max_upload_bytes)
@@ -280,6 +292,7 @@ def _artifacts(services: Services) -> APIRouter:
         "/artifacts",
         status_code=201,
         responses={200: {"description": "Those bytes were already stored."}},
+        openapi_extra=raw_body("application/octet-stream"),
     )
     async def upload_artifact(
         request: Request, response: Response, sha256: str | None = None
@@ -300,12 +313,24 @@ def _artifacts(services: Services) -> APIRouter:
             response.status_code = 200
         return out
 
-    @router.get("/artifacts/{sha256}", response_model=None)
+    @router.get(
+        "/artifacts/{sha256}",
+        response_model=None,
+        response_class=Response,
+        responses=DOWNLOAD_RESPONSES,
+        openapi_extra=RANGE_PARAMETER,
+    )
     def download_artifact(sha256: str, request: Request) -> Response:
         """The artifact's bytes; honours a single ``Range: bytes=...``."""
         return _artifact_response(sha256, request)
 
-    @router.head("/artifacts/{sha256}", response_model=None)
+    @router.head(
+        "/artifacts/{sha256}",
+        response_model=None,
+        response_class=Response,
+        responses=HEAD_RESPONSES,
+        openapi_extra=RANGE_PARAMETER,
+    )
     def artifact_headers(sha256: str, request: Request) -> Response:
         """Size and range support of an artifact, without its bytes."""
         return _artifact_response(sha256, request)

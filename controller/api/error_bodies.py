@@ -20,6 +20,7 @@ from fastapi import Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 
 ECHO_CHARS = 80
 """Longest run of non-blank characters an error body quotes from the request."""
@@ -27,6 +28,14 @@ DETAIL_CHARS = 800
 """Longest message in an error body."""
 MAX_VALIDATION_ERRORS = 20
 """Validation errors listed in one 422 body (a 10,000-item list can fail 10,000 times)."""
+
+
+class ErrorBody(BaseModel):
+    """The body of every error answer but a validation failure (401/403 from the auth
+    middleware, 4xx and 5xx from the exception handler, enrolment refusals)."""
+
+    detail: str = Field(description="What went wrong and what to do, in one message.")
+
 
 _LONG_RUN = re.compile(rf"\S{{{ECHO_CHARS + 1},}}")
 

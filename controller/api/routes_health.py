@@ -114,7 +114,12 @@ def health_router(services: Services) -> APIRouter:
             points=points,
         )
 
-    @router.get("/metrics", tags=["health"], response_class=Response)
+    @router.get(
+        "/metrics",
+        tags=["health"],
+        response_class=Response,
+        responses={200: {"content": {PROMETHEUS_TYPE: {"schema": {"type": "string"}}}}},
+    )
     def metrics() -> Response:
         """Prometheus text exposition (format 0.0.4)."""
         return Response(prometheus_text(services, need_view()), media_type=PROMETHEUS_TYPE)

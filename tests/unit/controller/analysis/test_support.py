@@ -17,22 +17,30 @@ def support_of(model: bytes, version: str = "10.1") -> list[NodeSupport]:
     return node_support(load_graph(model), load_ops_table(), version)
 
 
-def test_conv_with_weights_computed_at_run_time_stays_on_the_cpu() -> None:
+def test_conv_with_weights_and_bias_computed_at_run_time_goes_to_tensorrt() -> None:
+    """onnx-tensorrt ``builtin_op_importers.cpp`` at release/8.5-GA and release/8.6-GA,
+    ``onnxOpImporters.cpp`` at release/10.1-GA, Conv importer: ``if (inputs.at(1).is_tensor() ||
+    (inputs.size() > 2 && inputs.at(2).is_tensor()))`` → ``convMultiInput`` ("Handle dynamic
+    weights convolution"); ConvTranspose takes a tensor kernel and bias the same way
+    (``kernelTensorPtr = inputs.at(1).is_tensor() ? ...``). Only 8.4 and older asserted on a
+    computed bias, and those are not in the table."""
     model = make_model(
         [
             helper.make_node("Relu", ["w_in"], ["w"]),
-            helper.make_node("Conv", ["x", "w"], ["y"]),
+            helper.make_node("Relu", ["b_in"], ["b"]),
+            helper.make_node("Conv", ["x", "w", "b"], ["y"]),
+            helper.make_node("ConvTranspose", ["y", "w_t"], ["z"]),
         ],
-        [fp32("x", [1, 3, 8, 8]), fp32("w_in", [4, 3, 3, 3])],
-        [fp32("y", [1, 4, 6, 6])],
+        [
+            fp32("x", [1, 3, 8, 8]),
+            fp32("w_in", [4, 3, 3, 3]),
+            fp32("b_in", [4]),
+            fp32("w_t", [4, 2, 3, 3]),
+        ],
+        [fp32("z", [1, 2, 8, 8])],
     )
-    relu, conv = support_of(model)
-    assert relu.supported
-    assert not conv.supported
-    assert conv.kind == "restriction"
-    assert conv.reason is not None
-    assert "weights" in conv.reason
-    assert "w" in conv.reason
+    for version in ("8.5", "8.6", "10.1"):
+        assert all(s.supported for s in support_of(model, version)), version
 
 
 def test_conv_weights_from_a_constant_or_a_dequantized_initializer_are_fine() -> None:
@@ -95,27 +103,37 @@ def test_axes_must_be_known_before_inference() -> None:
     assert by_output[1].supported  # Slice without an axes input
 
 
-def test_topk_needs_a_constant_k_below_3840() -> None:
-    def topk(k_as_input: bool, k: int = 5) -> NodeSupport:
-        nodes = []
-        inputs = [fp32("x", [1, 5000])]
-        if k_as_input:
-            inputs.append(helper.make_tensor_value_info("k", TensorProto.INT64, [1]))
-            inits = []
-        else:
-            inits = [ints("k", [k])]
-        nodes.append(helper.make_node("TopK", ["x", "k"], ["v", "i"]))
-        model = make_model(
-            nodes,
-            inputs,
-            [fp32("v", None), helper.make_tensor_value_info("i", TensorProto.INT64, None)],
-            inits,
-        )
-        return support_of(model)[0]
+def _topk(k_as_input: bool, k: int = 5, version: str = "10.1") -> NodeSupport:
+    inputs = [fp32("x", [1, 5000])]
+    inits = []
+    if k_as_input:
+        inputs.append(helper.make_tensor_value_info("k", TensorProto.INT64, [1]))
+    else:
+        inits = [ints("k", [k])]
+    model = make_model(
+        [helper.make_node("TopK", ["x", "k"], ["v", "i"])],
+        inputs,
+        [fp32("v", None), helper.make_tensor_value_info("i", TensorProto.INT64, None)],
+        inits,
+    )
+    return support_of(model, version)[0]
 
-    assert topk(False).supported
-    assert "K" in (topk(True).reason or "")
-    assert "3840" in (topk(False, k=4000).reason or "")
+
+def test_topk_k_must_be_below_3840() -> None:
+    assert _topk(False).supported
+    assert "3840" in (_topk(False, k=4000).reason or "")
+
+
+def test_topk_k_computed_at_run_time_only_8_5_refuses() -> None:
+    """onnx-tensorrt ``builtin_op_importers.cpp`` at release/8.5-GA, TopK: ``assertIsWeights(
+    inputs.at(1), "This version of TensorRT only supports input K as an initializer.")``; at
+    release/8.6-GA (same file) and release/10.1-GA (``onnxOpImporters.cpp``) the importer no
+    longer asserts and passes a tensor K to the TopK layer."""
+    old = _topk(True, version="8.5")
+    assert not old.supported
+    assert "K" in (old.reason or "")
+    assert _topk(True, version="8.6").supported
+    assert _topk(True, version="10.1").supported
 
 
 def test_pooling_must_be_2d_or_3d() -> None:
