@@ -19,6 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 
+from agent.trt_host.protobuf_wire import LEN, WireError, encode_varint, fields
+
+__all__ = ["WireError", "initializer_names", "interface", "keep_inputs"]
+
 _MODEL_GRAPH = 7
 _GRAPH_INITIALIZER = 5
 _GRAPH_INPUT = 11
@@ -28,60 +32,11 @@ _TENSOR_NAME = 8
 _SPARSE_VALUES = 1
 _VALUE_INFO_NAME = 1
 
-_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
-
-
-class WireError(ValueError):
-    """The bytes are not a protobuf message this module can read."""
-
-
-def _varint(data: memoryview, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise WireError("truncated or overlong varint")
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-        shift += 7
-
-
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
 
 def _fields(data: memoryview) -> Iterator[tuple[int, int, int, int]]:
-    """``(field number, start, payload start, end)`` of each field; payload only for LEN."""
-    pos = 0
-    while pos < len(data):
-        start = pos
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == _VARINT:
-            _, pos = _varint(data, pos)
-            payload = pos
-        elif wire == _I64:
-            payload, pos = pos, pos + 8
-        elif wire == _I32:
-            payload, pos = pos, pos + 4
-        elif wire == _LEN:
-            length, payload = _varint(data, pos)
-            pos = payload + length
-        else:
-            raise WireError(f"unsupported wire type {wire} in field {number}")
-        if pos > len(data):
-            raise WireError(f"field {number} runs past the end of the message")
-        yield number, start, payload, pos
+    """``(field number, start, payload start, end)`` of each field (see protobuf_wire)."""
+    for number, _, start, payload, end in fields(data):
+        yield number, start, payload, end
 
 
 def _string(data: memoryview, field: int) -> str | None:
@@ -155,6 +110,6 @@ def keep_inputs(model: bytes, inputs: Collection[str]) -> tuple[bytes, list[str]
     if not dropped:
         return model, []
     body = b"".join(pieces)
-    tag = _encode_varint(_MODEL_GRAPH << 3 | _LEN)
-    rebuilt = b"".join((data[:start], tag, _encode_varint(len(body)), body, data[end:]))
+    tag = encode_varint(_MODEL_GRAPH << 3 | LEN)
+    rebuilt = b"".join((data[:start], tag, encode_varint(len(body)), body, data[end:]))
     return rebuilt, dropped

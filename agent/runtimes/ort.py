@@ -22,6 +22,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
 from agent.errors import InferenceError, InvalidInputError, ModelLoadError
 from agent.runtimes.base import TensorSpec
 from agent.runtimes.ort_providers import session_plan
+from agent.trt_host.backend_ort import ORT_TO_KSERVE  # one table for both sides of the host
 from shared.delegate import DelegateConfig
 
 log = logging.getLogger(__name__)
@@ -33,24 +34,9 @@ LEVELS = {
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
 
-_ORT_TO_KSERVE = {
-    "tensor(bool)": "BOOL",
-    "tensor(uint8)": "UINT8",
-    "tensor(uint16)": "UINT16",
-    "tensor(uint32)": "UINT32",
-    "tensor(uint64)": "UINT64",
-    "tensor(int8)": "INT8",
-    "tensor(int16)": "INT16",
-    "tensor(int32)": "INT32",
-    "tensor(int64)": "INT64",
-    "tensor(float16)": "FP16",
-    "tensor(float)": "FP32",
-    "tensor(double)": "FP64",
-}
-
 
 def _spec(arg: Any) -> TensorSpec:
-    datatype = _ORT_TO_KSERVE.get(arg.type)
+    datatype = ORT_TO_KSERVE.get(arg.type)
     if datatype is None:
         raise ModelLoadError(f"tensor {arg.name!r} has type {arg.type}, which is not served yet")
     shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in arg.shape)

@@ -14,6 +14,8 @@ from typing import Dict, Iterator, List, Tuple
 
 import numpy as np
 
+from .protobuf_wire import VARINT, WireError, fields, varint
+
 # onnx.TensorProto.DataType → numpy
 _NUMPY = {
     1: "<f4",
@@ -35,44 +37,19 @@ class OnnxWeightsError(ValueError):
     """The bytes are not an ONNX model this reader understands; the message says why."""
 
 
-def _varint(data: bytes, pos: int) -> Tuple[int, int]:
-    result, shift = 0, 0
-    while True:
-        if pos >= len(data):
-            raise OnnxWeightsError("truncated protobuf varint")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
-
-
 def _fields(data: bytes) -> Iterator[Tuple[int, int, object]]:
-    """(field number, wire type, value) of one message: ints for 0/1/5, bytes for 2."""
-    pos = 0
-    while pos < len(data):
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        value: object
-        if wire == 0:
-            value, pos = _varint(data, pos)
-        elif wire == 1:
-            value, pos = data[pos : pos + 8], pos + 8
-        elif wire == 5:
-            value, pos = data[pos : pos + 4], pos + 4
-        elif wire == 2:
-            size, pos = _varint(data, pos)
-            value, pos = data[pos : pos + size], pos + size
-        else:
-            raise OnnxWeightsError("unsupported protobuf wire type %d" % wire)
-        yield number, wire, value
+    """(field number, wire type, value) of one message: ints for varints, bytes otherwise."""
+    try:
+        for number, wire, _, payload, end in fields(data):
+            yield number, wire, (varint(data, payload)[0] if wire == VARINT else data[payload:end])
+    except WireError as exc:
+        raise OnnxWeightsError(str(exc)) from exc
 
 
 def _packed_varints(data: bytes) -> List[int]:
     values, pos = [], 0
     while pos < len(data):
-        value, pos = _varint(data, pos)
+        value, pos = varint(data, pos)
         values.append(value)
     return values
 

@@ -6,7 +6,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 import paho.mqtt.client as mqtt
@@ -53,20 +53,27 @@ def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"
 
 
-@pytest.fixture
-def controller(
-    mosquitto: str, sqlite_url: str, data_dir: Path, prefix: str
-) -> Iterator[Controller]:
-    """A controller on SQLite and the real Mosquitto."""
-    settings = Settings(
+def sqlite_settings(
+    mosquitto: str, sqlite_url: str, data_dir: Path, prefix: str, **overrides: Any
+) -> Settings:
+    """Settings of a test controller on SQLite and the real Mosquitto (``overrides`` win)."""
+    return Settings(
         db_url=sqlite_url,
         broker_url=mosquitto,
         data_dir=data_dir,
         http_port=0,
         topic_prefix=prefix,
         auto_migrate=True,
+        **overrides,
     )
-    c = start_controller(settings)
+
+
+@pytest.fixture
+def controller(
+    mosquitto: str, sqlite_url: str, data_dir: Path, prefix: str
+) -> Iterator[Controller]:
+    """A controller on SQLite and the real Mosquitto."""
+    c = start_controller(sqlite_settings(mosquitto, sqlite_url, data_dir, prefix))
     yield c
     c.stop()
 

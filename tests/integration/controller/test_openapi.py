@@ -19,11 +19,11 @@ from onnx import TensorProto, helper
 
 from controller.api.answers import ROUTE_ERRORS, answers_of
 from controller.server import Controller
-from controller.settings import Settings
 from tests.integration.controller.conftest import (
     admin_token,
     bearer,
     new_token,
+    sqlite_settings,
     start_controller,
 )
 
@@ -35,14 +35,8 @@ def small_controller(
     mosquitto: str, sqlite_url: str, data_dir: Path, prefix: str
 ) -> Iterator[Controller]:
     """A controller with tokens required and a 4 KiB upload limit."""
-    settings = Settings(
-        db_url=sqlite_url,
-        broker_url=mosquitto,
-        data_dir=data_dir,
-        http_port=0,
-        topic_prefix=prefix,
-        auto_migrate=True,
-        max_upload_bytes=UPLOAD_LIMIT,
+    settings = sqlite_settings(
+        mosquitto, sqlite_url, data_dir, prefix, max_upload_bytes=UPLOAD_LIMIT
     )
     c = start_controller(settings)
     yield c
