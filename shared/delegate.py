@@ -20,6 +20,8 @@ Runtime = Literal["auto", "onnxruntime", "tensorrt"]
 Preference = Literal["sustained_throughput", "lowest_latency"]
 OrtProvider = Literal["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
 OrtOptLevel = Literal["disable", "basic", "extended", "all"]
+TacticSource = Literal["CUBLAS", "CUBLAS_LT", "CUDNN", "EDGE_MASK_CONVOLUTIONS", "JIT_CONVOLUTIONS"]
+"""TensorRT's ``TacticSource`` names; cuBLAS/cuDNN ones: deprecated in 10.x, gone after 10.13."""
 
 Dim = int | str
 """A tensor dimension: a size, or a symbolic name for a dynamic one (-1 also means dynamic)."""
@@ -91,6 +93,22 @@ class DelegateConfig(_Frozen):
     workspace_mib: int | None = Field(
         default=None, gt=0, description="Builder workspace pool limit in MiB; None = default."
     )
+    tf32: bool = Field(
+        default=False,
+        description="Allow TF32 math in FP32 layers (Ampere and later, Orin included): faster, "
+        "but FP32 results then differ from ONNX Runtime by ~1e-3; off by default.",
+    )
+    refittable: bool = Field(
+        default=False,
+        description="Build with BuilderFlag.REFIT: a new version that changes only the weights "
+        "is refitted in place (no second engine in memory); engines may run slightly slower.",
+    )
+    disabled_tactic_sources: tuple[TacticSource, ...] = Field(
+        default=(),
+        description="TensorRT tactic sources the builder must not use, e.g. CUBLAS, CUBLAS_LT "
+        "and CUDNN on memory-tight Jetsons (those libraries take hundreds of MiB when loaded) "
+        "or where they are not installed.",
+    )
     builder_optimization_level: int = Field(
         default=3, ge=0, le=5, description="TensorRT builder optimisation level (0-5)."
     )
@@ -152,6 +170,10 @@ BUILD_FIELDS = (
 """Fields that change the built engine. The rest (streams, timing cache, power mode, clocks,
 preference, batching) change how an engine is run or tuned, not what it is: see
 shared.engine_keys."""
+BUILD_FIELDS_IF_SET = ("tf32", "refittable", "disabled_tactic_sources")
+"""Fields that change the built engine, added after engine keys were in the field: they enter the
+key only when set away from their default, so every engine built before they existed keeps its
+key (and is not rebuilt across the fleet by an upgrade)."""
 
 
 def _dynamic(dim: Dim) -> bool:

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.canonical import digest
-from shared.delegate import BUILD_FIELDS, DelegateConfig
+from shared.delegate import BUILD_FIELDS, BUILD_FIELDS_IF_SET, DelegateConfig
 
 
 class _Key(BaseModel):
@@ -63,9 +63,12 @@ class ContentKey(_Key):
     ) -> ContentKey:
         """The content key of building ``config`` from the ONNX bytes with ``onnx_sha256``."""
         dumped = config.model_dump(mode="json")
+        defaults = DelegateConfig().model_dump(mode="json")
+        build = {k: dumped[k] for k in BUILD_FIELDS}
+        build.update({k: dumped[k] for k in BUILD_FIELDS_IF_SET if dumped[k] != defaults[k]})
         return cls(
             onnx_sha256=onnx_sha256,
-            build_config={k: dumped[k] for k in BUILD_FIELDS},
+            build_config=build,
             calibration_sha256=calibration_sha256 or config.calibration_cache_sha256,
         )
 

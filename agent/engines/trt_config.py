@@ -8,8 +8,8 @@ Decided here, where the device's facts are known: a DLA core this device does no
 :class:`TrtConfigError` before any child starts; the config's shape profiles are ONE optimization
 profile (every profile must set every dynamic input; one profile per input cannot build); the
 timing cache is used at optimization levels above 0 only; the calibration cache only for INT8
-precisions of weakly typed networks. TF32 stays off (the host's explicit default, so FP32
-engines match ONNX Runtime).
+precisions of weakly typed networks. TF32, REFIT and the disabled tactic sources are the
+config's own (TF32 off by default, so FP32 engines match ONNX Runtime).
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ def host_build_options(
         "strongly_typed": config.strongly_typed,
         "dla_core": config.dla_core,
         "gpu_fallback": config.gpu_fallback,
+        "tf32": config.tf32,
+        "refittable": config.refittable,
+        "disabled_tactic_sources": list(config.disabled_tactic_sources),
         "optimization_level": config.builder_optimization_level,
         "max_aux_streams": config.max_aux_streams,
         "profiles": [

@@ -58,11 +58,10 @@ class Engine:
         dla_core: Optional[int] = None,
     ) -> None:
         self.trt, self.caps, self.cuda = trt, caps, cuda_rt
-        if caps.plan_header_documented:
-            try:
-                plan_header.check(plan, caps.version)
-            except plan_header.PlanMismatch as exc:
-                raise EngineError(str(exc)) from exc
+        try:  # on 8.5 too: its own plans never read as >= 8.6 (plan_header), a newer one does
+            plan_header.check(plan, caps.version)
+        except plan_header.PlanMismatch as exc:
+            raise EngineError(str(exc)) from exc
         self.logger = make_logger(trt)
         self.runtime = trt.Runtime(self.logger)
         if dla_core is not None:

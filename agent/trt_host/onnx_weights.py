@@ -99,7 +99,10 @@ def _tensor(data: bytes) -> Tuple[str, np.ndarray]:
         array = np.array(ints, dtype="<u2").view("<f2")
     else:
         array = np.array([_signed(v) for v in ints], dtype=dtype)
-    return name, array.astype(dtype.newbyteorder("="), copy=True).reshape(shape)
+    # np.dtype(name) is numpy's own dtype object for the type: TensorRT 8.x's Weights(array)
+    # matches dtypes by identity (utils.cpp: type.is(py::dtype("f4"))), so a byte-order copy of
+    # the dtype ("=" from "<") is refused as "Could not implicitly convert NumPy data type".
+    return name, array.astype(np.dtype(dtype.name), copy=True).reshape(shape)
 
 
 def initializers(model: bytes) -> Dict[str, np.ndarray]:

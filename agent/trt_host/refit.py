@@ -9,6 +9,12 @@ Route per release (:attr:`~.versions.Capabilities.refit_route`):
   weights the parser derived under other names (e.g. folded BatchNorm) cannot be refitted that way
   and show as missing: :class:`RefitError` names them and the engine keeps its old weights.
 
+On 8.x, ``trt.Weights(array)`` matches the array's dtype by identity with numpy's own dtype
+objects (NVIDIA's utils.cpp: ``type.is(py::dtype("f4"))``, same at 8.5.2, 8.6 and 10.x), so the
+arrays handed over always carry ``np.dtype(name)``; an equal but distinct dtype object (a byte-order
+copy) is refused as "Could not implicitly convert NumPy data type" (seen on TensorRT 8.5.2 and
+8.6.0 on the H200 test host, under NumPy 2.5 and 1.26).
+
 The engine must have been built with ``BuildOptions(refittable=True)`` (``BuilderFlag.REFIT``).
 The caller guarantees no inference runs on the engine meanwhile.
 """
@@ -16,6 +22,8 @@ The caller guarantees no inference runs on the engine meanwhile.
 from __future__ import annotations
 
 from typing import Any, List
+
+import numpy as np
 
 from .engine import Engine
 from .onnx_weights import initializers
@@ -50,8 +58,9 @@ def refit(engine: Engine, onnx: bytes) -> None:
     else:
         weights = initializers(onnx)
         for name in refitter.get_all_weights():
-            array = weights.get(str(name))
-            if array is not None:
+            found = weights.get(str(name))
+            if found is not None:
+                array = np.ascontiguousarray(found, dtype=np.dtype(found.dtype.name))
                 wrapped = trt.Weights(array)
                 keep.extend((array, wrapped))
                 if not refitter.set_named_weights(str(name), wrapped):

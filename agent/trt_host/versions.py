@@ -68,7 +68,6 @@ class Capabilities:
     memory_mode: str  # MEMORY_V1_PROPERTY | MEMORY_STRATEGY_PROPERTY | MEMORY_V2
     refit_route: str  # REFIT_NAMED_WEIGHTS | REFIT_ONNX_REFITTER
     dtypes: FrozenSet[str]  # DataType names of this release
-    plan_header_documented: bool  # version bytes at offset 24 (plans of >= 8.6)
 
     @property
     def label(self) -> str:
@@ -123,5 +122,4 @@ class Capabilities:
             memory_mode=memory_mode,
             refit_route=REFIT_ONNX_REFITTER if major >= 10 else REFIT_NAMED_WEIGHTS,
             dtypes=frozenset(dtypes),
-            plan_header_documented=at_least((8, 6, 0)),
         )

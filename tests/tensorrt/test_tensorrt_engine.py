@@ -2,12 +2,15 @@
 TensorRT interpreter, check the plan's header, load and infer in the agent's TensorRT host.
 
 Marked ``tensorrt``: runs where the TensorRT interpreter imports TensorRT and a CUDA device
-answers; skips with the reason everywhere else. Nothing here fakes TensorRT.
+answers; skips with the reason everywhere else. Nothing here fakes TensorRT. Every build leaves
+out the cuBLAS/cuDNN tactic sources (``disabled_tactic_sources``, a delegate-config option): the
+H200 test host has no cuBLAS/cuDNN, and memory-tight Jetsons are configured the same way.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,13 +29,17 @@ from tests.tensorrt.conftest_trt import skip_without_tensorrt  # noqa: E402
 skip_without_tensorrt()
 
 
+NO_LIBRARIES = ("CUBLAS", "CUBLAS_LT", "CUDNN")
+IMAGE = {"image": np.linspace(0, 1, 3 * 32 * 32, dtype=np.float32).reshape(1, 3, 32, 32)}
+
+
 def request(tmp_path: Path, data: bytes, **config: object) -> BuildRequest:
     onnx = tmp_path / "model.onnx"
     onnx.write_bytes(data)
     return BuildRequest(
         onnx_path=onnx,
         output_path=tmp_path / "plan.engine",
-        config=DelegateConfig.model_validate(config),
+        config=DelegateConfig.model_validate({"disabled_tactic_sources": NO_LIBRARIES, **config}),
         timing_cache_path=tmp_path / "timing.cache",
     )
 
@@ -49,10 +56,50 @@ def test_plan_builds_with_progress_loads_and_matches_onnxruntime(tmp_path: Path)
     blob = outcome.output.read_bytes()
     assert describe(blob) != ""
     assert describe(blob) == UNKNOWN or describe(blob)[0].isdigit()
-    image = {"image": np.linspace(0, 1, 3 * 32 * 32, dtype=np.float32).reshape(1, 3, 32, 32)}
-    got = load_engine("tensorrt", outcome.output).infer(image)["probabilities"]
-    want = load_ort(req.onnx_path).infer(image)["probabilities"]
+    got = load_engine("tensorrt", outcome.output).infer(IMAGE)["probabilities"]
+    want = load_ort(req.onnx_path).infer(IMAGE)["probabilities"]
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+def test_fp16_plan_from_the_delegate_config_stays_close_to_onnxruntime(tmp_path: Path) -> None:
+    from agent.runtimes.ort import load_ort
+
+    req = request(tmp_path, classifier(seed=4), precision="fp16")
+    outcome = run_build(BUILDERS["tensorrt"], req, 600)
+    got = load_engine("tensorrt", outcome.output).infer(IMAGE)["probabilities"]
+    want = load_ort(req.onnx_path).infer(IMAGE)["probabilities"]
+    np.testing.assert_allclose(got, want, rtol=5e-2, atol=5e-3)
+
+
+def test_a_refittable_plan_takes_a_new_versions_weights_in_place(tmp_path: Path) -> None:
+    """``refittable: true`` in the delegate config → BuilderFlag.REFIT → the hot swap's refit path:
+    the same loaded engine answers with the new version's weights."""
+    from agent.runtimes.ort import load_ort
+
+    req = request(tmp_path, classifier(seed=4), refittable=True)
+    outcome = run_build(BUILDERS["tensorrt"], req, 600)
+    model: Any = load_engine("tensorrt", outcome.output)
+    try:
+        new = tmp_path / "v2.onnx"
+        new.write_bytes(classifier(seed=9))
+        before = model.infer(IMAGE)["probabilities"]
+        assert model.refittable is True
+        model.refit_from_onnx(new)
+        after = model.infer(IMAGE)["probabilities"]
+        want = load_ort(new).infer(IMAGE)["probabilities"]
+        np.testing.assert_allclose(after, want, rtol=1e-3, atol=1e-4)
+        assert not np.allclose(before, after)
+    finally:
+        model.close()
+
+
+def test_plain_plans_are_not_refittable(tmp_path: Path) -> None:
+    outcome = run_build(BUILDERS["tensorrt"], request(tmp_path, classifier(seed=4)), 600)
+    model = load_engine("tensorrt", outcome.output)
+    try:
+        assert getattr(model, "refittable", True) is False
+    finally:
+        model.close()
 
 
 def test_broken_onnx_fails_with_the_parsers_own_errors(tmp_path: Path) -> None:

@@ -92,6 +92,17 @@ def test_a_refused_plan_raises_with_tensorrts_words(
         load(trt, caps, cuda, b"plan")
 
 
+def test_a_plan_from_a_newer_tensorrt_is_refused_before_deserializing_on_every_release(
+    standin: StandIn, caps: Capabilities, cuda: RecordingCuda
+) -> None:
+    """8.5's own plans start ``ptrt`` and never read as a version (seen on real 8.5.2), so even
+    8.5 can refuse a plan whose header names 9.9 instead of handing it to TensorRT."""
+    plan = b"ftrt\x00\x00\x00\x00" + bytes(16) + bytes((9, 9, 9, 9)) + bytes(64)
+    with pytest.raises(EngineError, match="rebuild the engine"):
+        load(standin.module, caps, cuda, plan)
+    assert not standin.recorder.touched("Runtime.deserialize_cuda_engine")
+
+
 def test_types_numpy_cannot_hold_are_a_clear_error(
     standin: StandIn, caps: Capabilities, cuda: RecordingCuda, release: str
 ) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.delegate import BUILD_FIELDS, DelegateConfig
+from shared.delegate import BUILD_FIELDS, BUILD_FIELDS_IF_SET, DelegateConfig
 from shared.engine_keys import ContentKey, TuningTag, ValidityKey, engine_key
 
 SHA = "cd" * 32
@@ -51,6 +51,12 @@ CONTENT_CHANGES: dict[str, Any] = {
     "shapes": ({"input": "x", "min": (1, 3), "opt": (4, 3), "max": (8, 3)},),
 }
 
+LATER_CONTENT_CHANGES: dict[str, Any] = {
+    "tf32": True,
+    "refittable": True,
+    "disabled_tactic_sources": ("CUBLAS", "CUBLAS_LT", "CUDNN"),
+}
+
 
 def key(validity: ValidityKey = ORIN_NANO, config: DelegateConfig | None = None) -> str:
     return engine_key(validity, ContentKey.of(SHA, config or DelegateConfig()))
@@ -71,7 +77,7 @@ def test_every_validity_field_changes_the_key() -> None:
 
 
 def test_every_build_field_of_the_delegate_config_changes_the_key() -> None:
-    for field, value in CONTENT_CHANGES.items():
+    for field, value in {**CONTENT_CHANGES, **LATER_CONTENT_CHANGES}.items():
         config = DelegateConfig.model_validate({field: value})
         assert key(config=config) != key(), field
 
@@ -89,8 +95,18 @@ def test_model_bytes_and_calibration_cache_change_the_key() -> None:
 def test_build_fields_cover_every_field_that_is_not_run_time_or_tuning() -> None:
     run_or_tuning = {"streams", "timing_cache", "power_mode", "apply_power_mode", "jetson_clocks"}
     run_or_tuning |= {"preference", "max_batch_size", "max_queue_delay_ms"}
-    assert set(BUILD_FIELDS) == set(DelegateConfig.model_fields) - run_or_tuning
+    every = set(BUILD_FIELDS) | set(BUILD_FIELDS_IF_SET)
+    assert every == set(DelegateConfig.model_fields) - run_or_tuning
     assert set(CONTENT_CHANGES) == set(BUILD_FIELDS)
+    assert set(LATER_CONTENT_CHANGES) == set(BUILD_FIELDS_IF_SET)
+
+
+def test_engines_built_before_the_later_fields_existed_keep_their_keys() -> None:
+    """An upgrade that adds tf32/refittable/tactic sources must not rebuild the whole fleet."""
+    for config in (DelegateConfig(), DelegateConfig(precision="fp16", workspace_mib=256)):
+        dumped = config.model_dump(mode="json")
+        before = ContentKey(onnx_sha256=SHA, build_config={k: dumped[k] for k in BUILD_FIELDS})
+        assert engine_key(ORIN_NANO, before) == key(config=config)
 
 
 @given(

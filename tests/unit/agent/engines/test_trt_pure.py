@@ -21,6 +21,18 @@ def test_default_config_is_plain_fp32_on_the_gpu() -> None:
     assert options["use_timing_cache"]
     assert options["timing_cache_path"] == "t.cache"
     assert options["profiles"] == []
+    assert (options["tf32"], options["refittable"], options["disabled_tactic_sources"]) == (
+        False,
+        False,
+        [],
+    )
+
+
+def test_tf32_refit_and_tactic_sources_reach_the_host() -> None:
+    config = DelegateConfig(tf32=True, refittable=True, disabled_tactic_sources=("CUBLAS", "CUDNN"))
+    options = host_build_options(config, None)
+    assert (options["tf32"], options["refittable"]) == (True, True)
+    assert options["disabled_tactic_sources"] == ["CUBLAS", "CUDNN"]
 
 
 def test_strongly_typed_networks_take_their_types_from_the_onnx() -> None:
