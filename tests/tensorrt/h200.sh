@@ -26,7 +26,7 @@ plan = build(trt, Capabilities.for_version(trt.__version__), pooling_model(),
 print("PLAN-HEADER", trt.__version__, bytes(memoryview(plan)[:32]).hex())
 PY
 timeout 420 python3 -m pytest -p no:cacheprovider -o addopts="" -W ignore::pytest.PytestConfigWarning \
-  -v -rs --timeout 300 tests/tensorrt tests/gpu 2>&1 | tee "$OUT/$TAG-pytest.log" | grep -E "PASS|FAIL|ERROR|SKIP|passed|failed|Error" | tail -40
+  -v -s -rs --timeout 300 tests/tensorrt tests/gpu 2>&1 | tee "$OUT/$TAG-pytest.log" | grep -E "PASS|FAIL|ERROR|SKIP|ZOO|passed|failed|Error" | tail -50
 [ -n "${SKIP_BENCH:-}" ] || timeout 150 python3 -m bench.trt_host_gpu --requests ${REQUESTS:-2000} --out "$OUT" 2>&1 | tail -15
 # the same machine's CPU transport (ONNX Runtime backend), to tell the machine's IPC cost from TensorRT's
 [ -n "${SKIP_BENCH:-}" ] || timeout 100 python3 -m bench.host_overhead --requests ${REQUESTS:-2000} --out "$OUT" 2>&1 | tail -8
