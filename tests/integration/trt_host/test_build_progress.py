@@ -4,6 +4,7 @@ optimised-model save."""
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -54,3 +55,26 @@ def test_a_failed_build_says_why_with_the_lines_it_streamed(host: TrtHost, tmp_p
     assert failure.value.lines[0].startswith("reading")
     assert not (tmp_path / "out.onnx").exists()
     assert host.ping()["models"] == 0  # the host serves on after a failed build
+
+
+def test_kill_9_of_the_host_mid_build_fails_the_build_leaves_no_file_and_the_host_builds_again(
+    host: TrtHost, models: dict[str, Path], tmp_path: Path
+) -> None:
+    source = tmp_path / "arriving.onnx"  # a FIFO nobody writes: the build hangs in ONNX Runtime
+    os.mkfifo(source)
+    target = tmp_path / "classifier.optimized.onnx"
+    lines: list[str] = []
+    build = Call(lambda: host.build(source, target, {}, lines.append))
+    wait_until(lambda: len(lines) >= 2, what="the build under way")
+    pid = host.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    error = build.outcome()
+    assert isinstance(error, BuildFailed)
+    assert f"TensorRT host (pid {pid}) was killed by signal 9 (SIGKILL)" in str(error)
+    assert error.lines[:2] == lines[:2]  # what it had streamed stays with the failure
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(target.name)) == []
+    assert host.wait_settled(60)
+    assert host.pid not in (None, pid)
+    info = host.build(models["classifier"], target)
+    assert info["bytes"] == target.stat().st_size > 0
