@@ -16,6 +16,7 @@ from pathlib import Path
 
 import onnx
 
+from controller.analysis.external_data import ARCHIVE_HINT, external_locations
 from controller.errors import InvalidModel, TooManyNodes
 from controller.records import TensorInfo
 
@@ -66,6 +67,12 @@ def inspect_model(path: Path, max_nodes: int | None = None) -> ModelSignature:
     nodes = count_nodes(model.graph)
     if max_nodes is not None and nodes > max_nodes:
         raise TooManyNodes(nodes, max_nodes)
+    external = external_locations(model)
+    if external:
+        raise InvalidModel(
+            "the model keeps its weights in files beside the .onnx "
+            f"({', '.join(external[:5])}{', ...' if len(external) > 5 else ''}): {ARCHIVE_HINT}"
+        )
     try:
         onnx.checker.check_model(model)
     except (onnx.checker.ValidationError, ValueError, RuntimeError) as exc:
