@@ -208,3 +208,32 @@ def corpus() -> list[CorpusModel]:
         dynamic_image(),
         mixed_types(),
     ]
+
+
+def reflect_pad_rate(seed: int = 4) -> CorpusModel:
+    """A voice-activity-detector-like front end: ``input`` ``[batch, sequence]`` reflect-padded
+    over the dynamic ``sequence`` (ONNX Runtime refuses a sequence of 1: "Pad reflect requires
+    axis length >= 2") and a scalar int64 ``sr`` whose hop ``sr // 8000`` is a Slice step
+    (ONNX Runtime refuses anything below 8000: "'step' value cannot be 0"); output ``frames``
+    ``[batch, ?]``, scaled by a weight. Runs with e.g. ``input`` 1x512 and ``sr`` 16000.
+
+    Not in :func:`corpus`: it does not run with dynamic dims 1 and random values, by design."""
+    g = _Graph(seed)
+    pads = g.const("pads", np.array([0, 1, 0, 1], np.int64))
+    padded = g.node("Pad", ["input", pads], "padded", mode="reflect")
+    hop = g.node("Div", ["sr", g.const("rate_unit", np.array(8000, np.int64))], "hop")
+    steps = g.node("Unsqueeze", [hop, g.const("axis0", np.array([0], np.int64))], "steps")
+    starts, ends = g.const("starts", np.array([0], np.int64)), g.const("ends", np.array([2**62]))
+    axes = g.const("axes", np.array([1], np.int64))
+    framed = g.node("Slice", [padded, starts, ends, axes, steps], "framed")
+    g.node("Mul", [framed, g.const("gain", np.array([0.5], np.float32))], "frames")
+    data = g.model(
+        [
+            helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", "sequence"]),
+            helper.make_tensor_value_info("sr", TensorProto.INT64, []),
+        ],
+        [helper.make_tensor_value_info("frames", TensorProto.FLOAT, ["batch", None])],
+        opset=13,
+        ir_version=ir_version_of(13),
+    )
+    return CorpusModel("reflect-pad-sample-rate", data)

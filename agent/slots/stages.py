@@ -201,6 +201,7 @@ class SwapIn:
             precision=str(slot.delegate.precision),
             max_queue=slot.serving.max_queue,
             onnx_path=model_path(self._state_dir, slot.artifact.sha256),
+            profile_opt={p.input: p.opt for p in slot.delegate.shapes},
         )
         old = self._swapper.registry.get(slot.name)
         swapped = self._swapper.swap(candidate)

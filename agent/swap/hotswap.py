@@ -30,7 +30,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,6 +106,8 @@ class Candidate:
     precision: str = "fp32"
     max_queue: int = 64
     onnx_path: Path | None = None
+    profile_opt: Mapping[str, tuple[int, ...]] | None = None
+    """The delegate config's shape profile opt per input: the warm-up shapes (issue 16)."""
 
 
 class HotSwapper:
@@ -217,7 +219,7 @@ class HotSwapper:
         model = c.load()
         self._step("swap:loaded")
         try:
-            report = validate(model, c.reference, c.precision)
+            report = validate(model, c.reference, c.precision, profile_opt=c.profile_opt)
         except AgentError as exc:
             model.close()
             raise ValidationFailed(f"warm-up inference failed: {exc}") from exc
@@ -307,7 +309,7 @@ class HotSwapper:
                 return False
             try:
                 refit(c.onnx_path)
-                report = validate(active.model, c.reference, c.precision)
+                report = validate(active.model, c.reference, c.precision, profile_opt=c.profile_opt)
             except AgentError as exc:
                 log.warning("%s: refit failed (%s); swapping cold", c.name, exc)
                 return False

@@ -12,13 +12,18 @@ input sets per reference). Tolerance follows the engine's precision:
 
 NaN or Inf in any output fails, whatever the precision. Without a reference the check is the
 warm-up alone: the outputs of zeros and of a seeded random input must be finite.
+
+Warm-up inputs are ones the model accepts (:func:`warmup_feeds`, issue 16 item 4): each input's
+shape from the delegate config's shape profile (``opt``), else the reference's first case (its
+values too: a scalar ``sr`` of 16000 stays 16000), else the model's dims with dynamic ones 1.
+A model that needs a sequence of at least 2 or a sample rate no longer fails on 1s and zeros.
 """
 
 from __future__ import annotations
 
 import io
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -27,6 +32,7 @@ if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (issue
 
 from agent.runtimes.base import KSERVE_TO_NUMPY, LoadedModel, TensorSpec
 from shared.reference_layout import ReferenceLayoutError, read_layout
+from shared.warmup_inputs import InputPlan, plan_inputs
 
 
 @dataclass(frozen=True)
@@ -155,10 +161,11 @@ def compare(got: np.ndarray, want: np.ndarray, precision: str, name: str) -> lis
     return problems
 
 
-def _random_for(spec: TensorSpec, seed: int) -> np.ndarray:
+def _random_for(spec: TensorSpec, seed: int, shape: tuple[int, ...] | None = None) -> np.ndarray:
     import numpy as np
 
-    shape = tuple(d if d >= 0 else 1 for d in spec.shape)
+    if shape is None:
+        shape = tuple(d if d >= 0 else 1 for d in spec.shape)
     dtype = np.dtype(KSERVE_TO_NUMPY[spec.datatype])
     rng = np.random.default_rng(seed)
     if dtype.kind == "f":
@@ -166,6 +173,46 @@ def _random_for(spec: TensorSpec, seed: int) -> np.ndarray:
     if dtype.kind == "b":
         return rng.integers(0, 2, shape).astype(dtype)
     return rng.integers(0, 8, shape).astype(dtype)
+
+
+def warmup_plan(
+    specs: Sequence[TensorSpec],
+    reference: Reference | None,
+    profile_opt: Mapping[str, Sequence[int]] | None = None,
+) -> list[InputPlan]:
+    """The shape of each input in warm-up (:func:`shared.warmup_inputs.plan_inputs`): profile
+    opt, else the reference's first case, else dims with dynamic ones 1."""
+    shapes = {}
+    if reference is not None and reference.cases:
+        shapes = {n: tuple(a.shape[1:]) for n, a in reference.inputs.items()}
+    inputs = [(s.name, list(s.shape)) for s in specs]
+    return plan_inputs(inputs, profile_opt=profile_opt, reference_shapes=shapes)
+
+
+def warmup_feeds(
+    specs: Sequence[TensorSpec],
+    reference: Reference | None,
+    profile_opt: Mapping[str, Sequence[int]] | None = None,
+) -> dict[str, np.ndarray]:
+    """Inputs the model accepts for warm-up: the reference's first case where the plan took its
+    shape (its values too), zeros of the planned shape elsewhere."""
+    import numpy as np
+
+    feeds = {}
+    for spec, plan in zip(specs, warmup_plan(specs, reference, profile_opt), strict=True):
+        if plan.source == "reference" and reference is not None:
+            feeds[spec.name] = _case(reference.inputs[spec.name], 0)
+        else:
+            feeds[spec.name] = np.zeros(plan.shape, KSERVE_TO_NUMPY[spec.datatype])
+    return feeds
+
+
+def _case(stacked: np.ndarray, case: int) -> np.ndarray:
+    """One case of a stacked reference array; a scalar input's case stays a 0-d array (numpy
+    indexing gives a numpy scalar, which ONNX Runtime refuses)."""
+    import numpy as np
+
+    return np.asarray(stacked[case])
 
 
 def _finite(results: Mapping[str, np.ndarray], what: str) -> list[str]:
@@ -183,20 +230,20 @@ def validate(
     reference: Reference | None,
     precision: str = "fp32",
     warmups: int = 2,
+    profile_opt: Mapping[str, Sequence[int]] | None = None,
 ) -> ValidationReport:
-    """Warm ``model`` up, then check it; InferenceError from the runtime propagates."""
-    import numpy as np
-
+    """Warm ``model`` up on inputs it accepts (:func:`warmup_feeds`; ``profile_opt``: the
+    delegate config's shape profile opt per input), then check it; InferenceError from the
+    runtime propagates."""
     report = ValidationReport()
-    zeros = {
-        s.name: np.zeros(tuple(d if d >= 0 else 1 for d in s.shape), KSERVE_TO_NUMPY[s.datatype])
-        for s in model.inputs
-    }
+    specs = list(model.inputs)
+    feeds = warmup_feeds(specs, reference, profile_opt)
     for _ in range(max(1, warmups)):
-        warm = model.infer(zeros)
-    report.problems += _finite(warm, "zeros")
+        warm = model.infer(feeds)
+    report.problems += _finite(warm, "the warm-up input")
     if reference is None:
-        randoms = {s.name: _random_for(s, 0) for s in model.inputs}
+        plans = warmup_plan(specs, None, profile_opt)
+        randoms = {s.name: _random_for(s, 0, p.shape) for s, p in zip(specs, plans, strict=True)}
         report.problems += _finite(model.infer(randoms), "a seeded random input")
         return report
     missing = [s.name for s in model.inputs if s.name not in reference.inputs]
@@ -205,7 +252,7 @@ def validate(
         return report
     report.checked = f"{reference.cases} reference case(s) at {precision}"
     for case in range(reference.cases):
-        feeds = {s.name: reference.inputs[s.name][case] for s in model.inputs}
+        feeds = {s.name: _case(reference.inputs[s.name], case) for s in model.inputs}
         got = model.infer(feeds)
         for name, want in reference.outputs.items():
             if name not in got:

@@ -1,35 +1,52 @@
 """The child process of :mod:`controller.analysis.reference_runner`: a model's reference outputs as
 NPZ.
 
-``python -m controller.analysis.reference_child MODEL.onnx OUT.npz CPU_SECONDS``: limits its own
-CPU time,
-runs the model in ONNX Runtime on seeded random inputs (:func:`reference_npz`) and writes the NPZ
-to ``OUT.npz``. Exit status 0: written; 1: the model cannot be run for references, the reason on
-the last line of stderr.
+``python -m controller.analysis.reference_child MODEL.onnx OUT.npz [WARMUP.json] CPU_SECONDS``:
+limits its own CPU time, runs the model in ONNX Runtime on seeded random inputs
+(:func:`reference_npz`) shaped and filled as ``WARMUP.json`` says (``{"given": <WarmupSpec JSON>,
+"sample": <path of a sample-inputs NPZ> | null}``) and writes the NPZ to ``OUT.npz``. Exit status
+0: written; 1: the model cannot be run for references, the reason on the last line of stderr;
+3 (:data:`INPUTS_REFUSED_EXIT`): the same, because ONNX Runtime failed on the inputs tried.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
 
 from controller.analysis.bounded_child import first_line, limit_cpu
-from controller.analysis.reference_outputs import ReferenceOutputsError, reference_npz
+from controller.analysis.reference_outputs import (
+    InputsRefused,
+    ReferenceOutputsError,
+    read_sample,
+    reference_npz,
+)
+from shared.warmup_inputs import WarmupSpec
+
+INPUTS_REFUSED_EXIT = 3
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
-        usage = "usage: python -m controller.analysis.reference_child MODEL OUT CPU_SECONDS"
+    if len(argv) not in (3, 4):
+        usage = (
+            "usage: python -m controller.analysis.reference_child MODEL OUT [WARMUP.json] "
+            "CPU_SECONDS"
+        )
         print(usage, file=sys.stderr)
         return 2
-    model, out, cpu_seconds = Path(argv[0]), Path(argv[1]), int(argv[2])
+    model, out, cpu_seconds = Path(argv[0]), Path(argv[1]), int(argv[-1])
     limit_cpu(cpu_seconds)
     try:
-        npz = reference_npz(model.read_bytes())
+        warmup = json.loads(Path(argv[2]).read_text()) if len(argv) == 4 else {}
+        sample_path = warmup.get("sample")
+        sample = read_sample(Path(sample_path).read_bytes()) if sample_path else None
+        given = WarmupSpec.from_json(warmup.get("given"))
+        npz = reference_npz(model.read_bytes(), given=given, sample=sample)
     except (ReferenceOutputsError, OSError) as exc:
         print(first_line(exc), file=sys.stderr)
-        return 1
+        return INPUTS_REFUSED_EXIT if isinstance(exc, InputsRefused) else 1
     partial = out.with_name(f".{out.name}.partial")
     partial.write_bytes(npz)
     os.replace(partial, out)

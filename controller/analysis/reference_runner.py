@@ -12,12 +12,15 @@ push answers 503 with nothing stored.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
 from controller.analysis.bounded_child import Children
-from controller.analysis.reference_outputs import ReferenceOutputsError
+from controller.analysis.reference_child import INPUTS_REFUSED_EXIT
+from controller.analysis.reference_outputs import InputsRefused, ReferenceOutputsError
 from controller.errors import ControllerError, ShuttingDown
+from shared.warmup_inputs import WarmupSpec
 
 CHILD_MODULE = "controller.analysis.reference_child"
 
@@ -31,15 +34,25 @@ class ReferenceRunner:
         self.timeout_s = timeout_s
         self._children = Children()
 
-    def compute(self, model: Path) -> bytes:
-        """The reference NPZ of the ONNX file ``model``.
+    def compute(
+        self, model: Path, given: WarmupSpec | None = None, sample: Path | None = None
+    ) -> bytes:
+        """The reference NPZ of the ONNX file ``model``; ``given``: the shapes and values the
+        operator gave at push, ``sample``: their sample-inputs NPZ.
 
-        :class:`ReferenceOutputsError` when the model cannot be run for references or not
-        within the bound; :class:`ShuttingDown` when the controller stopped meanwhile.
+        :class:`ReferenceOutputsError` when the model cannot be run for references
+        (:class:`InputsRefused`: ONNX Runtime failed on the inputs), or not within the bound;
+        :class:`ShuttingDown` when the controller stopped meanwhile.
         """
         with tempfile.TemporaryDirectory(prefix="jetfleet-reference-") as scratch:
             out = Path(scratch) / "reference.npz"
-            ended = self._children.run(CHILD_MODULE, [str(model), str(out)], self.timeout_s)
+            args = [str(model), str(out)]
+            if given is not None or sample is not None:
+                warmup = Path(scratch) / "warmup.json"
+                spec = (given or WarmupSpec()).as_json()
+                warmup.write_text(json.dumps({"given": spec, "sample": sample and str(sample)}))
+                args.append(str(warmup))
+            ended = self._children.run(CHILD_MODULE, args, self.timeout_s)
             if ended.stopped:
                 raise ShuttingDown(
                     "the controller is stopping: the push was not stored; push again once it is "
@@ -49,6 +62,8 @@ class ReferenceRunner:
                 raise ReferenceOutputsError(
                     f"running the model took longer than {self.timeout_s:g} s (--reference-timeout)"
                 )
+            if ended.code == INPUTS_REFUSED_EXIT:
+                raise InputsRefused(ended.reason("the reference process"))
             if not ended.ok:
                 raise ReferenceOutputsError(ended.reason("the reference process"))
             try:

@@ -50,6 +50,12 @@ from controller.api.schemas import (
     TelemetrySampleOut,
     UndeployRequest,
 )
+from controller.api.warmup_params import (
+    INPUTS_QUERY,
+    SHAPE_QUERY,
+    VALUE_QUERY,
+    warmup_given,
+)
 from controller.artifacts.byte_range import plan_range
 from controller.artifacts.store import UploadTooLarge, check_upload_size, iter_range
 from controller.auth.install import install_auth
@@ -177,10 +183,19 @@ def _models(services: Services) -> APIRouter:
         openapi_extra=raw_body("application/octet-stream"),
     )
     async def upload_version(
-        name: str, version: str, request: Request, response: Response
+        name: str,
+        version: str,
+        request: Request,
+        response: Response,
+        shape: list[str] = SHAPE_QUERY,
+        value: list[str] = VALUE_QUERY,
+        inputs_sha256: str | None = INPUTS_QUERY,
     ) -> ModelVersionOut:
-        """Upload the raw ONNX bytes of ``name:version`` as the request body."""
+        """Upload the raw ONNX bytes of ``name:version`` as the request body; ``shape``,
+        ``value``, ``inputs_sha256``: inputs the model accepts, for its reference outputs and
+        warm-up (``reference_error`` says when ONNX Runtime failed on them)."""
         catalog.check_names(name, version)
+        given = warmup_given(shape, value, inputs_sha256)
         _refuse_declared_oversize(request, services.store.max_upload_bytes)
         pending = await run_in_threadpool(catalog.begin_upload)
         try:
@@ -190,7 +205,7 @@ def _models(services: Services) -> APIRouter:
         except BaseException:
             pending.abort()
             raise
-        out, created = await run_in_threadpool(catalog.finish_upload, name, version, pending)
+        out, created = await run_in_threadpool(catalog.finish_upload, name, version, pending, given)
         if not created:
             response.status_code = 200
         return version_out(out)

@@ -21,6 +21,7 @@ from controller.api.schemas import (
     ResolvedConfigOut,
     TelemetrySampleOut,
     TensorSpec,
+    WarmupGiven,
 )
 from controller.fleet.configs import device_hardware_class
 from controller.records import (
@@ -93,6 +94,9 @@ def version_out(v: VersionView) -> ModelVersionOut:
         delegation={trt: _summary(report) for trt, report in sorted(r.analysis.items())},
         analysis_state=r.analysis_state,
         analysis_error=r.analysis_error,
+        warmup_given=WarmupGiven.model_validate(r.warmup_given),
+        reference_error=r.reference_error,
+        warmup_unknown=r.warmup_unknown,
     )
 
 

@@ -38,6 +38,14 @@ class DelegationSummary(ApiModel):
     node_share: float | None = Field(description="Share of nodes on the GPU (0-1).")
 
 
+class WarmupGiven(ApiModel):
+    """Shapes and values given at push (``--shape``, ``--value``, ``--inputs``)."""
+
+    shapes: dict[str, list[int]] = Field(default_factory=dict)
+    values: dict[str, float] = Field(default_factory=dict)
+    inputs_sha256: str | None = None
+
+
 class ModelVersionOut(ApiModel):
     """A stored model version: GET/PUT /api/v1/models/{name}/versions/{version}."""
 
@@ -64,6 +72,21 @@ class ModelVersionOut(ApiModel):
     )
     analysis_error: str | None = Field(
         default=None, description="Why the analysis failed (analysis_state failed)."
+    )
+    warmup_given: WarmupGiven = Field(
+        default_factory=lambda: WarmupGiven(),
+        description="Inputs the operator gave at push for warm-up, references and validation.",
+    )
+    reference_error: str | None = Field(
+        default=None,
+        description="Why reference outputs could not be computed at push (null: computed, or "
+        "uploaded).",
+    )
+    warmup_unknown: bool = Field(
+        default=False,
+        description="ONNX Runtime failed on the inputs used at push: deploys and rollouts are "
+        "refused (409) until inputs the model accepts are given (push again with shape/value "
+        "or inputs_sha256) or reference outputs are uploaded.",
     )
 
 

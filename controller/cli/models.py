@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +23,19 @@ def models() -> None:
     """Model versions stored by the controller."""
 
 
-@models.command("push")
+NO_REFERENCES_EXIT = 3
+"""``models push`` exit status: the version is stored, but its reference outputs could not be
+computed (see :func:`reference_warning`)."""
+
+
+@models.command(
+    "push",
+    epilog=f"""Exit status: 0 pushed with reference outputs; 1 refused;
+{NO_REFERENCES_EXIT} pushed, but reference outputs could not be computed (ONNX Runtime failed on
+the inputs tried, or ran past the controller's --reference-timeout): a warning names the
+options to give (--shape, --value, --inputs, --reference); deploys of such a version are
+refused while ONNX Runtime fails on its inputs.""",
+)
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--name", required=True, help="Model name (lower-case, e.g. detector).")
 @click.option("--version", "version", required=True, help="Version label (e.g. 1.2.0).")
@@ -31,6 +44,29 @@ def models() -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Reference outputs (NPZ: input:<name>, output:<name>, first axis = case) to validate "
     "engines against, instead of the ones computed with ONNX Runtime FP32.",
+)
+@click.option(
+    "--shape",
+    "shapes",
+    multiple=True,
+    metavar="NAME=DIMS",
+    help="Shape of an input for warm-up, reference outputs and validation, e.g. "
+    "--shape input=1x512 (repeatable; default: dynamic dimensions 1).",
+)
+@click.option(
+    "--value",
+    "values",
+    multiple=True,
+    metavar="NAME=NUMBER",
+    help="Fill an input with this number instead of random ones, e.g. --value sr=16000 "
+    "(repeatable).",
+)
+@click.option(
+    "--inputs",
+    "sample",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Sample inputs (NPZ: one array per input, named after it; a leading axis for several "
+    "cases) to compute reference outputs on instead of random ones.",
 )
 @click.option(
     "--no-wait",
@@ -44,12 +80,18 @@ def models_push(
     name: str,
     version: str,
     reference: Path | None,
+    shapes: tuple[str, ...],
+    values: tuple[str, ...],
+    sample: Path | None,
     no_wait: bool,
     url: str,
     as_json: bool,
 ) -> None:
     """Upload an ONNX model file as NAME:VERSION, then wait for its static analysis."""
-    out = call_api(lambda c: c.push_model(path, name, version), url)
+    inputs_sha256 = None
+    if sample is not None:
+        inputs_sha256 = call_api(lambda c: c.push_artifact(sample), url)["sha256"]
+    out = call_api(lambda c: c.push_model(path, name, version, shapes, values, inputs_sha256), url)
     if reference is not None:
         try:
             call_api(lambda c: c.push_reference(reference, name, version), url)
@@ -57,17 +99,44 @@ def models_push(
             raise click.ClickException(
                 f"{name}:{version} is stored, but its reference outputs were refused: {exc.message}"
             ) from exc
+        out = call_api(lambda c: c.model_version(name, version), url)
     if not as_json:
         click.echo(
             f"pushed {out['name']}:{out['version']} sha256={out['sha256']} size={out['size']}"
         )
+    warning = reference_warning(out)
+    if warning is not None and not as_json:
+        click.echo(f"warning: {warning}", err=True)
     if not no_wait and out.get("analysis_state") == "pending":
         out = call_api(_analysed(name, version, progress=not as_json), url)
     if as_json:
-        emit_json(out)
-        return
-    for line in analysis_lines(out):
-        click.echo(line)
+        emit_json(out | {"warning": warning})
+    else:
+        for line in analysis_lines(out):
+            click.echo(line)
+    if warning is not None:
+        sys.exit(NO_REFERENCES_EXIT)
+
+
+def reference_warning(version: dict[str, Any]) -> str | None:
+    """What the operator must know when a pushed version has no reference outputs (None: it
+    has them), naming the options that give inputs the model accepts."""
+    error = version.get("reference_error")
+    if not error:
+        return None
+    ref = f"{version['name']}:{version['version']}"
+    if version.get("warmup_unknown"):
+        return (
+            f"{ref} has no reference outputs: {error}. Devices would fail the same way at "
+            "warm-up, so deploys of it are refused. Push the same file again with inputs the "
+            "model accepts: --shape NAME=DIMS (e.g. --shape input=1x512), --value NAME=NUMBER "
+            "(e.g. --value sr=16000) or --inputs sample.npz; or give --reference file.npz"
+        )
+    return (
+        f"{ref} has no reference outputs: {error}. Devices will check warm-up outputs for "
+        "NaN/Inf only; give --reference file.npz (or a longer --reference-timeout on the "
+        "controller) to validate engines against outputs"
+    )
 
 
 ANALYSIS_WAIT_S = 600.0

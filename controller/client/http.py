@@ -9,7 +9,7 @@ the CA bundle come from the caller, or else from :mod:`controller.client.user_co
 from __future__ import annotations
 
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,12 +130,28 @@ class ControllerClient:
     def healthz(self) -> Any:
         return self._request("GET", "/healthz")
 
-    def push_model(self, path: Path, name: str, version: str) -> Any:
+    def push_model(
+        self,
+        path: Path,
+        name: str,
+        version: str,
+        shapes: Sequence[str] = (),
+        values: Sequence[str] = (),
+        inputs_sha256: str | None = None,
+    ) -> Any:
+        """Upload ``path`` as ``name:version``; ``shapes`` (``input=1x512``), ``values``
+        (``sr=16000``) and ``inputs_sha256`` (a sample-inputs NPZ artifact): inputs the model
+        accepts, for its reference outputs and warm-up."""
+        params: list[tuple[str, str]] = [("shape", s) for s in shapes]
+        params += [("value", v) for v in values]
+        if inputs_sha256 is not None:
+            params.append(("inputs_sha256", inputs_sha256))
         return self._request(
             "PUT",
             f"/api/v1/models/{name}/versions/{version}",
             content=_file_chunks(path),
             headers={"Content-Type": "application/octet-stream"},
+            params=params,
         )
 
     def push_model_bytes(self, data: bytes, name: str, version: str) -> Any:

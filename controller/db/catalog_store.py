@@ -43,6 +43,7 @@ class CatalogStore(SessionStore):
         has_qdq: bool = False,
         analysis: dict[str, Any] | None = None,
         analysis_state: AnalysisState = "done",
+        warmup: dict[str, Any] | None = None,
     ) -> VersionRecord:
         """Store a new version (and its model and artifact rows when new); ``analysis_state``
         pending stores it before its analysis (:meth:`set_analysis` stores that later)."""
@@ -62,6 +63,7 @@ class CatalogStore(SessionStore):
                     outputs=outputs,
                     has_qdq=has_qdq,
                     analysis=_encode_analysis(analysis_state, analysis or {}, None),
+                    warmup=warmup,
                 )
                 session.add(row)
                 session.flush()
@@ -86,6 +88,14 @@ class CatalogStore(SessionStore):
             if row is None:
                 raise NotFound(f"no model version with id {version_id}")
             row.analysis = _encode_analysis(state, reports or {}, error, out_of_time_s)
+
+    def set_warmup(self, version_id: int, warmup: dict[str, Any]) -> None:
+        """Replace the warm-up inputs of a version (``warmup`` as :meth:`add_version` takes it)."""
+        with self._tx() as session:
+            row = session.get(ModelVersion, version_id)
+            if row is None:
+                raise NotFound(f"no model version with id {version_id}")
+            row.warmup = warmup
 
     def analyses_to_run(self, timeout_s: float) -> list[VersionRecord]:
         """The versions whose analysis is pending, or failed by running past a bound shorter
@@ -177,6 +187,7 @@ def _decode_analysis(
 
 def _version(mv: ModelVersion, art: Artifact) -> VersionRecord:
     state, reports, error = _decode_analysis(mv.analysis)
+    warmup = mv.warmup or {}
     return VersionRecord(
         id=mv.id,
         model=mv.model,
@@ -190,4 +201,7 @@ def _version(mv: ModelVersion, art: Artifact) -> VersionRecord:
         analysis=reports,
         analysis_state=state,
         analysis_error=error,
+        warmup_given=dict(warmup.get("given") or {}),
+        reference_error=warmup.get("reference_error"),
+        warmup_unknown=bool(warmup.get("unknown", False)),
     )

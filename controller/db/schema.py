@@ -120,6 +120,9 @@ class ModelVersion(Base):
     """Static delegate analysis per TensorRT version (controller.analysis.AnalysisReport JSON)."""
     signed_manifest: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     """The version's manifest signed with the fleet key (issue 7), sent to agents in the slot."""
+    warmup: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    """Warm-up inputs (revision 0010): ``given`` (shapes/values at push), ``reference_error``,
+    ``unknown`` (ONNX Runtime failed on them: deploys are refused)."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

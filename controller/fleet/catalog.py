@@ -6,9 +6,11 @@ import logging
 import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from controller.analysis.onnx_inspect import inspect_model
 from controller.analysis.reference_outputs import (
+    InputsRefused,
     ReferenceOutputsError,
     keep_reference,
     reference_ref,
@@ -21,6 +23,7 @@ from controller.errors import Conflict, InvalidInput, InvalidReference, NotFound
 from controller.fleet.desired import artifact_url
 from controller.records import VersionRecord, VersionView
 from shared.messages import MODEL_NAME_PATTERN, VERSION_PATTERN, ArtifactRef
+from shared.warmup_inputs import WarmupSpec
 
 logger = logging.getLogger(__name__)
 _NAME = re.compile(MODEL_NAME_PATTERN)
@@ -33,7 +36,8 @@ class Catalog:
     ``queue_analysis`` takes a version just stored with its analysis pending and analyses it
     after the push answered (:class:`controller.analysis.runner.AnalysisRunner`).
     ``compute_reference`` gives the reference NPZ of an ONNX file, bounded in time
-    (:class:`controller.analysis.reference_runner.ReferenceRunner`), or raises
+    (:class:`controller.analysis.reference_runner.ReferenceRunner`; called with the path, and
+    with ``given=`` and ``sample=`` when the operator gave warm-up inputs), or raises
     ReferenceOutputsError.
     """
 
@@ -44,7 +48,7 @@ class Catalog:
         public_url: str,
         *,
         queue_analysis: Callable[[VersionRecord], None],
-        compute_reference: Callable[[Path], bytes],
+        compute_reference: Callable[..., bytes],
         max_model_nodes: int | None = None,
     ) -> None:
         self._repo = repo
@@ -71,7 +75,11 @@ class Catalog:
         return self._store.begin()
 
     def finish_upload(
-        self, name: str, version: str, pending: PendingArtifact
+        self,
+        name: str,
+        version: str,
+        pending: PendingArtifact,
+        given: WarmupSpec | None = None,
     ) -> tuple[VersionView, bool]:
         """Validate and store a streamed upload; (version, True when newly created).
 
@@ -80,15 +88,18 @@ class Catalog:
         ``max_model_nodes`` → :class:`TooManyNodes`. Only a valid, new version leaves anything
         behind. The static analysis is not run here: the version is stored with its analysis
         pending and queued (``queue_analysis``), so the push answers at once. Reference
-        outputs are computed before the version is stored, in a bounded child process; past
-        the bound the version is stored without them.
+        outputs are computed before the version is stored, in a bounded child process, with
+        the shapes and values the operator ``given`` (stored with the version); past the bound,
+        or when ONNX Runtime fails on those inputs, the version is stored without them and its
+        ``reference_error`` says why. The same bytes pushed again with other ``given`` inputs
+        compute the references again.
         """
         committed = False
         try:
             sha = pending.finish()
             existing = self._repo.find_version(name, version)
             if existing is not None and existing.sha256 == sha:
-                return self._out(existing), False
+                return self._recompute(existing, pending.path, given), False
             signature = inspect_model(pending.path, self.max_model_nodes)
             if existing is not None:
                 raise Conflict(
@@ -96,17 +107,7 @@ class Catalog:
                     f"(sha256 {existing.sha256[:12]}…, upload {sha[:12]}…): "
                     "push it under a new version"
                 )
-            try:
-                reference: bytes | None = self._compute_reference(pending.path)
-            except ReferenceOutputsError as exc:
-                reference = None
-                logger.warning(
-                    "%s:%s has no reference outputs (%s); devices will check warm-up outputs "
-                    "for NaN/Inf only",
-                    name,
-                    version,
-                    exc,
-                )
+            reference, warmup = self._references(name, version, pending.path, given)
             stored = pending.commit()
             committed = True
             if reference is not None:
@@ -120,12 +121,62 @@ class Catalog:
                 [s.as_json() for s in signature.outputs],
                 has_qdq=signature.has_qdq,
                 analysis_state="pending",
+                warmup=warmup,
             )
             self._queue_analysis(record)
             return self._out(record), True
         finally:
             if not committed:
                 pending.abort()
+
+    def _references(
+        self, name: str, version: str, model: Path, given: WarmupSpec | None
+    ) -> tuple[bytes | None, dict[str, Any]]:
+        """The reference NPZ of ``model`` (None when it cannot be computed) and the warm-up
+        record stored with the version."""
+        given = given or WarmupSpec()
+        sample = self._sample_path(given)
+        warmup: dict[str, Any] = {"given": given.as_json()}
+        try:
+            if given.empty:
+                return self._compute_reference(model), warmup
+            return self._compute_reference(model, given=given, sample=sample), warmup
+        except ReferenceOutputsError as exc:
+            unknown = isinstance(exc, InputsRefused)
+            logger.warning(
+                "%s:%s has no reference outputs (%s); %s",
+                name,
+                version,
+                exc,
+                "deploys are refused until its warm-up inputs are given"
+                if unknown
+                else "devices will check warm-up outputs for NaN/Inf only",
+            )
+            return None, warmup | {"reference_error": str(exc), "unknown": unknown}
+
+    def _sample_path(self, given: WarmupSpec) -> Path | None:
+        if given.inputs_sha256 is None:
+            return None
+        path = self._store.path_of(given.inputs_sha256)  # InvalidInput unless a sha256
+        if not path.is_file():
+            raise InvalidInput(
+                f"no artifact {given.inputs_sha256} for the sample inputs: upload the NPZ first "
+                "(POST /api/v1/artifacts; `jetfleet models push --inputs` does)"
+            )
+        return path
+
+    def _recompute(
+        self, existing: VersionRecord, model: Path, given: WarmupSpec | None
+    ) -> VersionView:
+        """The same bytes pushed again: with other warm-up inputs than stored, compute the
+        references again with them (an operator's answer to a push that had none)."""
+        if given is None or given.empty or given.as_json() == existing.warmup_given:
+            return self._out(existing)
+        reference, warmup = self._references(existing.model, existing.version, model, given)
+        if reference is not None:
+            keep_reference(self._store, existing.sha256, reference)
+        self._repo.set_warmup(existing.id, warmup)
+        return self.version(existing.model, existing.version)
 
     def models(self) -> dict[str, list[VersionView]]:
         """Every model with its versions, oldest first."""
@@ -182,6 +233,8 @@ class Catalog:
             store_reference(self._store, record.sha256, onnx_bytes, npz_bytes)
         except ReferenceOutputsError as exc:
             raise InvalidReference(str(exc)) from exc
+        if record.warmup_unknown or record.reference_error:
+            self._repo.set_warmup(record.id, {"given": record.warmup_given})
         ref = self.reference(record.sha256)
         assert ref is not None
         return ref

@@ -23,6 +23,7 @@ from controller.fleet.desired import (
     plan_undeploy,
 )
 from controller.fleet.selectors import parse_selector
+from controller.fleet.warmup_gate import refuse_unknown_warmup
 from controller.records import ConfigUpdate, Deployment, VersionRecord
 from controller.trust.signing import FleetSigner
 from shared.codec import encode
@@ -86,11 +87,13 @@ class Fleet:
         ``selector``), with ``delegate`` or the named ``config`` (neither: the default).
 
         With a named config, the config is resolved per device and checked against the model;
-        any problem on any device refuses the whole deploy (400 naming the devices).
+        any problem on any device refuses the whole deploy (400 naming the devices). A version
+        whose warm-up inputs are unknown is refused (409, :mod:`controller.fleet.warmup_gate`).
         """
         if config is not None and delegate is not None:
             raise InvalidInput("give either a delegate or a named config, not both")
         record = self._catalog.require_version(model, version)
+        refuse_unknown_warmup(record)
         with self._lock:
             targets = self._targets(device, selector)
             if config is None:

@@ -28,6 +28,14 @@ class VersionRecord:
     analysis_state: AnalysisState = "done"
     analysis_error: str | None = None
     """Why the analysis failed (``analysis_state`` failed)."""
+    warmup_given: dict[str, Any] = field(default_factory=dict)
+    """Shapes and values the operator gave at push (``shared.warmup_inputs.WarmupSpec`` JSON)."""
+    reference_error: str | None = None
+    """Why reference outputs could not be computed at push (None: computed, or pushed before
+    this was recorded)."""
+    warmup_unknown: bool = False
+    """ONNX Runtime failed on the inputs used at push (not a timeout): devices would fail the
+    same way at warm-up, so deploys are refused until inputs or references are given."""
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from controller.db.schema import utcnow
 from controller.errors import InvalidInput, NotFound
 from controller.fleet.catalog import Catalog
 from controller.fleet.configs import Configs
+from controller.fleet.warmup_gate import refuse_unknown_warmup
 from controller.rollouts import machine
 from controller.rollouts.delegation import delegation_warning
 from controller.rollouts.model import (
@@ -86,8 +87,10 @@ class RolloutService:
         return warnings
 
     def create(self, spec: RolloutSpec, actor: str = "operator") -> Rollout:
-        """Resolve and snapshot the targets, plan the waves, store the rollout (pending)."""
+        """Resolve and snapshot the targets, plan the waves, store the rollout (pending); a
+        version whose warm-up inputs are unknown is refused (:class:`Conflict`)."""
         record = self._catalog.require_version(spec.model, spec.version)
+        refuse_unknown_warmup(record)
         layers = self._configs.require_layers(spec.config) if spec.config else None
         steps = parse_waves(spec.strategy.waves)
         check_spec(spec.targets)
