@@ -16,8 +16,12 @@ Each model runs in ONNX Runtime on any input of its declared shape with dynamic 
 
 from __future__ import annotations
 
+import io
+import tarfile
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,10 +34,12 @@ OPSETS = (7, 9, 11, 13, 17, NEWEST_OPSET)
 
 @dataclass(frozen=True)
 class CorpusModel:
-    """One generated model: a name for test ids and its serialized bytes."""
+    """One generated model: a name for test ids and its serialized bytes; ``push``: what an
+    operator pushes when that differs (an archive of the .onnx and its external data)."""
 
     name: str
     data: bytes
+    push: bytes | None = None
 
 
 def ir_version_of(opset: int) -> int:
@@ -200,6 +206,29 @@ def mixed_types(seed: int = 3) -> CorpusModel:
     return CorpusModel("mixed-types-odd-names", data)
 
 
+def external_data(seed: int = 5) -> CorpusModel:
+    """A conv classifier saved as exports of large models are: ``model.onnx`` with every weight in
+    ``weights/data.bin`` beside it, pushed as a .tar.gz of that folder (``push``); ``data`` is the
+    same model with its weights inline, for ONNX Runtime run directly."""
+    base = conv_net(13, seed=seed)
+    model = onnx.load_model_from_string(base.data)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "export"
+        (folder / "weights").mkdir(parents=True)
+        onnx.save_model(
+            model,
+            str(folder / "model.onnx"),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location="weights/data.bin",
+            size_threshold=0,
+        )
+        packed = io.BytesIO()
+        with tarfile.open(fileobj=packed, mode="w:gz") as tar:
+            tar.add(folder, arcname="export")
+    return CorpusModel("external-data-tar-gz", base.data, packed.getvalue())
+
+
 def corpus() -> list[CorpusModel]:
     """Every model of the corpus."""
     return [
@@ -207,6 +236,7 @@ def corpus() -> list[CorpusModel]:
         *(conv_net(opset) for opset in OPSETS),
         dynamic_image(),
         mixed_types(),
+        external_data(),
     ]
 
 

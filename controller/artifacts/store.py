@@ -76,6 +76,18 @@ class PendingArtifact:
             self._closed = True
         return self._hash.hexdigest()
 
+    def replace(self, data: bytes) -> str:
+        """Make ``data`` the upload's content (an archive inlined into one model); its sha256."""
+        self.finish()
+        check_upload_size(len(data), self._store.max_upload_bytes)
+        with open(self.path, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        self._hash = hashlib.sha256(data)
+        self.size = len(data)
+        return self._hash.hexdigest()
+
     def commit(self) -> StoredArtifact:
         """Move the upload into place (or drop it when those bytes are already stored)."""
         sha = self.finish()

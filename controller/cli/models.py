@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import sys
+import tarfile
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +39,7 @@ the inputs tried, or ran past the controller's --reference-timeout): a warning n
 options to give (--shape, --value, --inputs, --reference); deploys of such a version are
 refused while ONNX Runtime fails on its inputs.""",
 )
-@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
 @click.option("--name", required=True, help="Model name (lower-case, e.g. detector).")
 @click.option("--version", "version", required=True, help="Version label (e.g. 1.2.0).")
 @click.option(
@@ -87,11 +90,18 @@ def models_push(
     url: str,
     as_json: bool,
 ) -> None:
-    """Upload an ONNX model file as NAME:VERSION, then wait for its static analysis."""
+    """Upload an ONNX model as NAME:VERSION, then wait for its static analysis.
+
+    PATH is a .onnx file, or, for a model whose weights are in files beside it (external data),
+    the folder holding the .onnx and those files or an archive of it (.tar, .tar.gz, .zip): the
+    controller inlines the data into one model."""
     inputs_sha256 = None
     if sample is not None:
         inputs_sha256 = call_api(lambda c: c.push_artifact(sample), url)["sha256"]
-    out = call_api(lambda c: c.push_model(path, name, version, shapes, values, inputs_sha256), url)
+    with packed(path) as upload:
+        out = call_api(
+            lambda c: c.push_model(upload, name, version, shapes, values, inputs_sha256), url
+        )
     if reference is not None:
         try:
             call_api(lambda c: c.push_reference(reference, name, version), url)
@@ -116,6 +126,25 @@ def models_push(
             click.echo(line)
     if warning is not None:
         sys.exit(NO_REFERENCES_EXIT)
+
+
+@contextmanager
+def packed(path: Path) -> Iterator[Path]:
+    """``path`` itself, or a folder packed as a temporary .tar.gz (links refused: the controller
+    would refuse them too)."""
+    if not path.is_dir():
+        yield path
+        return
+    links = [p for p in path.rglob("*") if p.is_symlink()]
+    if links:
+        raise click.ClickException(
+            f"{links[0]} is a symbolic link: copy the file it points at into {path} and push again"
+        )
+    with tempfile.TemporaryDirectory(prefix="jetfleet-push-") as tmp:
+        archive = Path(tmp) / f"{path.name or 'model'}.tar.gz"
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.add(path, arcname=path.name or "model")
+        yield archive
 
 
 def reference_warning(version: dict[str, Any]) -> str | None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from controller.analysis.external_data import ArchiveError, inline_archive, is_archive
 from controller.analysis.onnx_inspect import inspect_model
 from controller.analysis.reference_outputs import (
     InputsRefused,
@@ -19,7 +20,7 @@ from controller.analysis.reference_outputs import (
 from controller.analysis.report import AnalysisReport
 from controller.artifacts.store import ArtifactStore, PendingArtifact
 from controller.db.repository import Repository
-from controller.errors import Conflict, InvalidInput, InvalidReference, NotFound
+from controller.errors import Conflict, InvalidInput, InvalidModel, InvalidReference, NotFound
 from controller.fleet.desired import artifact_url
 from controller.records import VersionRecord, VersionView
 from shared.messages import MODEL_NAME_PATTERN, VERSION_PATTERN, ArtifactRef
@@ -96,7 +97,7 @@ class Catalog:
         """
         committed = False
         try:
-            sha = pending.finish()
+            sha = self._inline_archive(pending)
             existing = self._repo.find_version(name, version)
             if existing is not None and existing.sha256 == sha:
                 return self._recompute(existing, pending.path, given), False
@@ -128,6 +129,20 @@ class Catalog:
         finally:
             if not committed:
                 pending.abort()
+
+    def _inline_archive(self, pending: PendingArtifact) -> str:
+        """The upload's sha256, after turning an archive of a .onnx and its external data into
+        one self-contained model (:mod:`controller.analysis.external_data`; InvalidModel)."""
+        sha = pending.finish()
+        with open(pending.path, "rb") as upload:
+            head = upload.read(512)
+        if not is_archive(head):
+            return sha
+        try:
+            model = inline_archive(pending.path.read_bytes(), self._store.max_upload_bytes)
+        except ArchiveError as exc:
+            raise InvalidModel(f"archive refused: {exc}") from exc
+        return pending.replace(model)
 
     def _references(
         self, name: str, version: str, model: Path, given: WarmupSpec | None

@@ -197,3 +197,38 @@ def test_rollout_to_a_device_that_cannot_build_warns_and_strict_refuses(
     warnings = json.loads(created.output)["warnings"]
     assert len(warnings) == 1
     assert warnings[0].startswith("gw-trt: TensorRT 10.3.0.30")
+
+
+def test_a_model_with_external_data_pushes_as_its_folder_and_a_bare_onnx_says_so(
+    run: Callable[..., Result], tmp_path: Path
+) -> None:
+    """Issue 16 item 7: the folder of a .onnx whose weights are in files beside it is pushed as
+    one model (the controller inlines the data; served answers are checked in test_model_corpus);
+    the .onnx alone is refused in one line naming what to push instead."""
+    import onnx
+
+    inline = onnx.load_model_from_string(classifier(seed=3))
+    export = tmp_path / "export"
+    (export / "weights").mkdir(parents=True)
+    onnx.save_model(
+        inline,
+        str(export / "model.onnx"),
+        save_as_external_data=True,
+        location="weights/all.bin",
+        size_threshold=0,
+    )
+    bare = one_line_error(
+        run("models", "push", str(export / "model.onnx"), "--name", "big", "--version", "1")
+    )
+    assert "weights/all.bin" in bare
+    assert "archive" in bare
+    pushed = run("models", "push", str(export), "--name", "big", "--version", "1", "--json")
+    assert pushed.exit_code == 0, pushed.output
+    stored = json.loads(pushed.output)
+    assert [i["name"] for i in stored["inputs"]] == ["image"]
+    again = run("models", "push", str(export), "--name", "big", "--version", "1", "--json")
+    assert again.exit_code == 0, again.output  # the same folder again: the same model
+    assert json.loads(again.output)["sha256"] == stored["sha256"]
+    (export / "link.bin").symlink_to("/etc/passwd")
+    linked = one_line_error(run("models", "push", str(export), "--name", "big", "--version", "2"))
+    assert "symbolic link" in linked

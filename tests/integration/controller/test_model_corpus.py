@@ -68,7 +68,7 @@ def corpus_fleet(
         made.start_agent()
         settled = {}
         for model in MODELS:
-            made.push(_slot(model), "1", model.data)
+            made.push(_slot(model), "1", model.push or model.data)
             settled[_slot(model)] = _deploy_and_wait(made, _slot(model))
         yield made, settled
     finally:
