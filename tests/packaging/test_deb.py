@@ -57,17 +57,21 @@ def dpkg(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def installed(debs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("root")
+def install(root: Path, *debs: Path) -> Path:
+    """Installs debs into the empty directory root, made a minimal dpkg root first."""
     for sub in ("var/lib/dpkg/info", "var/lib/dpkg/updates", "etc"):
         (root / sub).mkdir(parents=True)
     (root / "var/lib/dpkg/status").touch()
     (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
     (root / "etc/group").write_text("root:x:0:\nvideo:x:44:\n")
-    done = dpkg(root, "--force-depends", "-i", *map(str, debs.values()))
+    done = dpkg(root, "--force-depends", "-i", *map(str, debs))
     assert done.returncode == 0, done.stdout + done.stderr
     return root
+
+
+@pytest.fixture(scope="module")
+def installed(debs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return install(tmp_path_factory.mktemp("root"), *debs.values())
 
 
 def ids(root: Path, name: str) -> tuple[int, int]:
