@@ -37,7 +37,7 @@ from agent.trt_host import cudart
 from agent.trt_host.build import BuildOptions, build
 from agent.trt_host.engine import load
 from agent.trt_host.versions import Capabilities
-from bench.host_overhead import BLOCK, classifier_224, measure, pooling_model
+from bench.host_overhead import BLOCK, classifier_224, measure, pooling_model, row_lines
 
 NO_LIBRARIES = ("CUBLAS", "CUBLAS_LT", "CUDNN")
 Row = tuple[str, float, float, float, float]
@@ -111,18 +111,12 @@ def table(version: str, device: str, rows: list[Row], requests: int) -> str:
         "",
         f"{platform.node()}: {device}, Python {platform.python_version()}; {requests} sequential "
         f"requests per path, one client, blocks of {BLOCK} alternating; cuBLAS/cuDNN tactics off. "
-        f"Command: `python bench/trt_host_gpu.py --requests {requests}`.",
+        f"Command: `python -m bench.trt_host_gpu --requests {requests}`.",
         "",
-        "| model | direct p50 ms | direct p99 ms | host p50 ms | host p99 ms "
-        "| added p50 ms | added p99 ms | p50 ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        *row_lines(rows, "direct"),
+        "",
+        "Goal (issue 15): <= 0.3 ms added at p50.",
     ]
-    for label, in50, in99, host50, host99 in rows:
-        lines.append(
-            f"| {label} | {in50:.3f} | {in99:.3f} | {host50:.3f} | {host99:.3f} "
-            f"| {host50 - in50:.3f} | {host99 - in99:.3f} | {host50 / in50:.2f}x |"
-        )
-    lines += ["", "Goal (issue 15): <= 0.3 ms added at p50."]
     return "\n".join(lines) + "\n"
 
 

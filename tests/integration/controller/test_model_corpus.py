@@ -7,7 +7,6 @@ model's metadata names exactly ONNX Runtime's inputs and outputs.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,10 +15,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from controller.settings import Settings
-from tests.integration.controller.conftest import admin_token, bearer, poll, start_controller
-from tests.integration.jobs.conftest import DEVICE, Fleet
-from tests.integration.signing.harness import active_key
+from tests.integration.controller.conftest import poll
+from tests.integration.jobs.conftest import DEVICE, Fleet, running_fleet
 from tests.model_corpus import CorpusModel, corpus
 
 pytestmark = pytest.mark.timeout(600)
@@ -44,37 +41,12 @@ def corpus_fleet(
 ) -> Iterator[tuple[Fleet, dict[str, dict[str, Any]]]]:
     """One controller and one agent with every corpus model deployed; each slot as reported
     once it served or failed."""
-    tmp = tmp_path_factory.mktemp("corpus")
-    settings = Settings(
-        db_url=f"sqlite:///{tmp}/controller.db",
-        broker_url=mosquitto,
-        data_dir=tmp / "data",
-        http_port=0,
-        topic_prefix=f"corpus-{uuid.uuid4().hex[:10]}/v1",
-        auto_migrate=True,
-    )
-    controller = start_controller(settings)
-    token = admin_token(controller)
-    api = httpx.Client(base_url=controller.http_url, timeout=60, headers=bearer(token))
-    made = Fleet(controller, api, tmp / "agent", token)
-    key = active_key(settings)
-    made.state_dir.mkdir(parents=True)
-    identity = {
-        "device_id": DEVICE,
-        "fleet_key": {"key_id": key.key_id, "public_key": key.public_key},
-    }
-    (made.state_dir / "identity.json").write_text(json.dumps(identity))
-    try:
-        made.start_agent()
+    with running_fleet(mosquitto, tmp_path_factory.mktemp("corpus"), "corpus", 60) as made:
         settled = {}
         for model in MODELS:
             made.push(_slot(model), "1", model.push or model.data)
             settled[_slot(model)] = _deploy_and_wait(made, _slot(model))
         yield made, settled
-    finally:
-        made.stop_agent()
-        api.close()
-        controller.stop()
 
 
 def _deploy_and_wait(fleet: Fleet, name: str) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,16 +18,13 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from controller.settings import Settings
-from tests.integration.controller.conftest import admin_token, bearer, start_controller
 from tests.integration.controller.test_model_corpus import (
     _assert_equal,
     _binary_request,
     _json_body,
     _outputs,
 )
-from tests.integration.jobs.conftest import DEVICE, Fleet
-from tests.integration.signing.harness import active_key
+from tests.integration.jobs.conftest import DEVICE, Fleet, running_fleet
 from tests.model_corpus import reflect_pad_rate
 
 pytestmark = pytest.mark.timeout(600)
@@ -39,33 +35,8 @@ MODEL = reflect_pad_rate()
 @pytest.fixture(scope="module")
 def fleet(mosquitto: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     """One controller and one agent (as in test_model_corpus)."""
-    tmp = tmp_path_factory.mktemp("warmup")
-    settings = Settings(
-        db_url=f"sqlite:///{tmp}/controller.db",
-        broker_url=mosquitto,
-        data_dir=tmp / "data",
-        http_port=0,
-        topic_prefix=f"warmup-{uuid.uuid4().hex[:10]}/v1",
-        auto_migrate=True,
-    )
-    controller = start_controller(settings)
-    token = admin_token(controller)
-    api = httpx.Client(base_url=controller.http_url, timeout=60, headers=bearer(token))
-    made = Fleet(controller, api, tmp / "agent", token)
-    key = active_key(settings)
-    made.state_dir.mkdir(parents=True)
-    identity = {
-        "device_id": DEVICE,
-        "fleet_key": {"key_id": key.key_id, "public_key": key.public_key},
-    }
-    (made.state_dir / "identity.json").write_text(json.dumps(identity))
-    try:
-        made.start_agent()
+    with running_fleet(mosquitto, tmp_path_factory.mktemp("warmup"), "warmup", 60) as made:
         yield made
-    finally:
-        made.stop_agent()
-        api.close()
-        controller.stop()
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,21 +115,23 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
 
 
-@pytest.fixture
-def fleet(mosquitto: str, tmp_path: Path) -> Iterator[Fleet]:
+@contextmanager
+def running_fleet(mosquitto: str, tmp: Path, prefix: str, timeout_s: float = 30) -> Iterator[Fleet]:
+    """A real controller on SQLite in ``tmp`` and one real agent pinned to its fleet key, as
+    enrolment pins it (the agent then refuses models without a valid signature); the retained
+    documents it left on the shared broker are cleared afterwards."""
     settings = Settings(
-        db_url=f"sqlite:///{tmp_path}/controller.db",
+        db_url=f"sqlite:///{tmp}/controller.db",
         broker_url=mosquitto,
-        data_dir=tmp_path / "data",
+        data_dir=tmp / "data",
         http_port=0,
-        topic_prefix=f"jobs-{uuid.uuid4().hex[:10]}/v1",
+        topic_prefix=f"{prefix}-{uuid.uuid4().hex[:10]}/v1",
         auto_migrate=True,
     )
     controller = start_controller(settings)
     token = admin_token(controller)
-    api = httpx.Client(base_url=controller.http_url, timeout=30, headers=bearer(token))
-    made = Fleet(controller, api, tmp_path / "agent", token)
-    # Pinned as enrolment pins it: the agent then refuses job models without a valid signature.
+    api = httpx.Client(base_url=controller.http_url, timeout=timeout_s, headers=bearer(token))
+    made = Fleet(controller, api, tmp / "agent", token)
     key = active_key(settings)
     made.state_dir.mkdir(parents=True)
     (made.state_dir / "identity.json").write_text(
@@ -144,6 +147,12 @@ def fleet(mosquitto: str, tmp_path: Path) -> Iterator[Fleet]:
         api.close()
         controller.stop()
         _clear_retained(mosquitto, Topics(settings.topic_prefix))
+
+
+@pytest.fixture
+def fleet(mosquitto: str, tmp_path: Path) -> Iterator[Fleet]:
+    with running_fleet(mosquitto, tmp_path, "jobs") as made:
+        yield made
 
 
 def _clear_retained(broker: str, topics: Topics) -> None:
