@@ -35,6 +35,7 @@ from controller.db.config_store import ConfigStore
 from controller.db.engine_store import EngineStoreDb
 from controller.db.identity_store import IdentityStore
 from controller.db.job_store import JobStore
+from controller.db.rate_store import RateBucketStore
 from controller.db.repository import Repository
 from controller.db.rollout_store import RolloutStore
 from controller.db.schema import utcnow
@@ -64,6 +65,7 @@ from controller.rollouts.service import RolloutService
 from controller.services import Services
 from controller.settings import Settings
 from controller.trust.enrolment import EnrolmentService
+from controller.trust.enrolment_rate import SharedRateLimiter
 from controller.trust.refresher import SignatureRefresher
 from controller.trust.signing import FleetSigner
 from controller.trust.tls_files import check_broker_tls, check_server_tls
@@ -203,7 +205,7 @@ class Controller:
         )
         jobs = JobService(job_store, repo, catalog, configs, fleet, signer=signer)
         rollout_store = RolloutStore(engine)
-        rollout_loop = RolloutLoop(rollout_store, repo, fleet)
+        rollout_loop = RolloutLoop(rollout_store, repo, fleet, lease_ttl_s=s.rollout_lease_ttl_s)
         self.rollout_loop = rollout_loop
         rollouts = RolloutService(rollout_store, repo, catalog, configs, wake=rollout_loop.wake)
         self.services = Services(
@@ -234,6 +236,7 @@ class Controller:
                 ),
                 devices=repo,
             ),
+            enrol_limiter=SharedRateLimiter(RateBucketStore(engine)),
         )
         bus.start()
         self._stoppers.append(bus.stop)

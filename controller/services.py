@@ -18,6 +18,7 @@ from controller.jobs.service import JobService
 from controller.rollouts.service import RolloutService
 from controller.settings import HealthThresholds
 from controller.trust.enrolment import EnrolmentService
+from controller.trust.enrolment_rate import SharedRateLimiter
 
 
 @dataclass(frozen=True)
@@ -47,5 +48,8 @@ class Services:
     """API tokens, roles and the audit log (issue 7); None serves the API without checks."""
     enrolment: EnrolmentService | None = None
     """Device enrolment, identities and revocation (issue 7); None without it."""
+    enrol_limiter: SharedRateLimiter | None = None
+    """The enrolment rate limit kept in the database, shared by every replica (issue 17);
+    None: one kept in this process's memory."""
     health: HealthThresholds = field(default_factory=HealthThresholds)
     """When devices count as degraded or offline (``Settings.health``)."""

@@ -2,9 +2,9 @@
 
 Most settings come from ``jetfleet serve``'s options (controller/cli/serve.py); the health
 thresholds and telemetry retention come from environment variables only
-(``JETFLEET_HEALTH_<NAME>``, ``JETFLEET_RETENTION_RAW_HOURS``, ``JETFLEET_RETENTION_ROLLUP_DAYS``),
-read once with :func:`from_environment`, where a bad value stops the start with one line naming
-the variable.
+(``JETFLEET_HEALTH_<NAME>``, ``JETFLEET_RETENTION_RAW_HOURS``, ``JETFLEET_RETENTION_ROLLUP_DAYS``,
+``JETFLEET_ROLLOUT_LEASE_TTL_S``), read once with :func:`from_environment`, where a bad value
+stops the start with one line naming the variable.
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ RETENTION_RAW_ENV = "JETFLEET_RETENTION_RAW_HOURS"
 RETENTION_ROLLUP_ENV = "JETFLEET_RETENTION_ROLLUP_DAYS"
 DEFAULT_RETENTION_RAW_S = 24 * 3600.0
 DEFAULT_RETENTION_ROLLUP_S = 30 * 24 * 3600.0
+ROLLOUT_LEASE_TTL_ENV = "JETFLEET_ROLLOUT_LEASE_TTL_S"
+DEFAULT_ROLLOUT_LEASE_TTL_S = 10.0
+"""How long the rollout lease outlives its holder's last renewal (renewed every half TTL)."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,10 @@ class Settings:
     """How long raw telemetry samples are kept (``JETFLEET_RETENTION_RAW_HOURS``, default 24)."""
     retention_rollup_s: float = DEFAULT_RETENTION_ROLLUP_S
     """How long minute rollups are kept (``JETFLEET_RETENTION_ROLLUP_DAYS``, default 30)."""
+    rollout_lease_ttl_s: float = DEFAULT_ROLLOUT_LEASE_TTL_S
+    """With several replicas, one runs the rollouts; when it dies (kill -9), another takes over
+    at most this long after its last renewal (``JETFLEET_ROLLOUT_LEASE_TTL_S``, default 10).
+    Every replica of one database should use the same value."""
 
     @property
     def http_scheme(self) -> str:
@@ -162,15 +169,18 @@ class Settings:
 
 
 def from_environment(settings: Settings, env: Mapping[str, str]) -> Settings:
-    """``settings`` with the fields only environment variables set: the health thresholds and
-    the telemetry retention. :class:`InvalidInput` names a bad variable and a valid value."""
+    """``settings`` with the fields only environment variables set: the health thresholds, the
+    telemetry retention and the rollout lease TTL. :class:`InvalidInput` names a bad variable
+    and a valid value."""
     raw_hours = _positive(env, RETENTION_RAW_ENV, DEFAULT_RETENTION_RAW_S / 3600)
     rollup_days = _positive(env, RETENTION_ROLLUP_ENV, DEFAULT_RETENTION_ROLLUP_S / 86400)
+    lease_ttl = _positive(env, ROLLOUT_LEASE_TTL_ENV, DEFAULT_ROLLOUT_LEASE_TTL_S)
     return dataclasses.replace(
         settings,
         health=HealthThresholds.from_env(env),
         retention_raw_s=raw_hours * 3600,
         retention_rollup_s=rollup_days * 86400,
+        rollout_lease_ttl_s=lease_ttl,
     )
 
 

@@ -1,6 +1,9 @@
 """``POST /api/v1/enroll`` (public, rate-limited per client address), enrolment tokens, device
 identities and revocation (operator tokens, see :mod:`controller.auth.policy`).
 
+The rate limit is kept in the database (``Services.enrol_limiter``), so it holds across every
+controller replica behind a load balancer, not per replica.
+
 The client address is the TCP peer's; ``X-Forwarded-For`` counts only from the proxies given to
 ``jetfleet serve --trusted-proxy`` (uvicorn rewrites ``request.client`` for those alone)."""
 
@@ -17,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from controller.services import Services
 from controller.trust.enrolment import DEFAULT_EXPIRY, MAX_EXPIRY, EnrolmentRefused
-from controller.trust.enrolment_rate import RateLimiter, retry_after_header
+from controller.trust.enrolment_rate import RateLimiter, SharedRateLimiter, retry_after_header
 
 logger = logging.getLogger(__name__)
 
@@ -108,13 +111,13 @@ def enrol_router(services: Services) -> APIRouter:
     enrolment = services.enrolment
     if enrolment is None:
         return router
-    limiter = RateLimiter()
+    limiter: RateLimiter | SharedRateLimiter = services.enrol_limiter or RateLimiter()
 
     @router.post("/enroll", response_model=IdentityOut)
     async def enroll(body: EnrolIn, request: Request) -> Response:
         """Exchange a one-time enrolment token for the device's identity."""
         client = request.client.host if request.client else "unknown"
-        wait = limiter.take(client)
+        wait = await run_in_threadpool(limiter.take, client)
         if wait is not None:
             logger.warning("enrolment from %s refused: rate limit", client)
             return JSONResponse(

@@ -8,7 +8,7 @@ and the dashboards' :mod:`.rollout_board`), :mod:`.telemetry_store` (batched wri
 retention; reads in :mod:`.telemetry_reads`, row format in :mod:`.telemetry_rows`),
 :mod:`.rollout_store` (with :mod:`.rollout_rows`), :mod:`.engine_store` and :mod:`.lease_rows`,
 :mod:`.config_store`, :mod:`.job_store`, :mod:`.token_store`, :mod:`.identity_store`,
-:mod:`.signing_store`.
+:mod:`.signing_store`, :mod:`.rate_store` (enrolment rate limits shared by replicas).
 
 Layer: the bottom of the controller. It may use ``controller.records``, ``controller.errors``,
 ``controller.settings``, ``shared`` and its own libraries (SQLAlchemy, Alembic, psycopg,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, String, Text
+from sqlalchemy import Float, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from controller.db.schema import Base, utcnow
@@ -21,6 +21,7 @@ __all__ = [
     "AuditRow",
     "Base",
     "DeviceIdentityRow",
+    "EnrolRateBucketRow",
     "EnrolTokenRow",
     "SigningKeyRow",
 ]
@@ -103,3 +104,14 @@ class SigningKeyRow(Base):
     retired_at: Mapped[datetime | None]
     endorsement: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     """The rotation statement signed by the previous key (None for the first key)."""
+
+
+class EnrolRateBucketRow(Base):
+    """The enrolment rate limit of one client address, shared by every controller replica
+    (migration 0011): ``tokens`` left at ``at`` (seconds since the epoch)."""
+
+    __tablename__ = "enrol_rate_buckets"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tokens: Mapped[float] = mapped_column(Float)
+    at: Mapped[float] = mapped_column(Float, index=True)

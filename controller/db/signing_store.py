@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -57,9 +57,17 @@ class SigningStore(SessionStore):
             return None if row is None else _key(row)
 
     def add_first_key(self, key_id: str, public_key: str, now: datetime) -> KeyRecord:
-        """Store the fleet's first key; :class:`Conflict` when an active key exists already."""
+        """Store the fleet's first key; :class:`Conflict` when an active key exists already.
+
+        Replicas starting at once on an empty database race here: the table is locked first
+        (SQLite: the write lock, PostgreSQL: ``LOCK TABLE``), since ``FOR UPDATE`` on no rows
+        locks nothing and both would store a first key."""
         try:
             with self._tx() as session:
+                if self._sqlite:
+                    session.connection().exec_driver_sql("BEGIN IMMEDIATE")
+                else:
+                    session.execute(text("LOCK TABLE signing_keys IN SHARE ROW EXCLUSIVE MODE"))
                 if _active(session) is not None:
                     raise Conflict("the fleet already has an active signing key")
                 row = SigningKeyRow(key_id=key_id, public_key=public_key, created_at=now)

@@ -225,6 +225,15 @@ class Fleet:
             self._publish_all([(d.id, d.desired_generation, d.slots) for d in devices])
             return len(devices)
 
+    def republish(self, device_ids: Sequence[str]) -> int:
+        """Publish these devices' current desired documents again (same generation)."""
+        if not device_ids:
+            return 0
+        with self._lock:
+            devices = self._repo.devices(list(device_ids))
+            self._publish_all([(d.id, d.desired_generation, d.slots) for d in devices])
+            return len(devices)
+
     def touch(self, device_id: str) -> Deployment:
         """Publish the device's document under a new generation (its jobs changed)."""
         with self._lock:

@@ -293,16 +293,23 @@ class RolloutLoop:
         ids = [t.device_id for t in targets]
         generations: dict[str, int] = {}
         failures: dict[str, str] = {}
+        unchanged: list[str] = []
         try:
             result = self._fleet.deploy_to(ids, spec.model, spec.version, spec.config)
             generations = {c.device_id: c.generation for c in result.devices}
+            unchanged = [c.device_id for c in result.devices if not c.changed]
         except InvalidInput:
             for device_id in ids:  # find the devices the config does not fit
                 try:
                     one = self._fleet.deploy_to([device_id], spec.model, spec.version, spec.config)
                     generations[device_id] = one.devices[0].generation
+                    unchanged += [c.device_id for c in one.devices if not c.changed]
                 except InvalidInput as exc:
                     failures[device_id] = str(exc)
+        # A device whose document was already stored was started before by a leader that
+        # died (kill -9) or lost the broker between storing it and the broker's acknowledgement:
+        # deploy_to publishes only what changed, so publish it again (same generation).
+        self._fleet.republish(unchanged)
         updated: list[Target] = []
         audit: list[AuditEntry] = []
         for target in targets:

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from controller.db.schema import utcnow
 from controller.db.signing_store import KeyRecord, SigningStore
+from controller.errors import Conflict
 from controller.records import DocumentSignatures, PlannedSlot
 from controller.trust.key_files import KeyFiles, SigningError
 from shared.engines import EngineManifest
@@ -94,7 +95,14 @@ class FleetSigner:
         if active is not None:
             return active, False
         key_id, public = self._files.create()
-        record = self._store.add_first_key(key_id, public, self._clock())
+        try:
+            record = self._store.add_first_key(key_id, public, self._clock())
+        except Conflict:  # another replica starting at the same time stored its key first
+            winner = self._store.active_key()
+            if winner is None:
+                raise
+            self._files.path(key_id).unlink(missing_ok=True)
+            return winner, False
         logger.info("created the fleet signing key %s (%s)", key_id, self._files.path(key_id))
         return record, True
 
