@@ -58,10 +58,14 @@ def test_leader_killed_mid_rollout_another_takes_over_and_completes_it(
         poll(lambda: rollout(api, rid)["current_wave"] >= 1, 30, "the second wave to start")
 
         # one lease row names the replica that runs the rollouts; kill that one
-        row = lease(cluster.db_url)
-        assert row is not None, "no replica holds the rollout lease"
+        # (the lease row is committed before its holder's log line is written: wait for both)
+        row = poll(
+            lambda: (now := lease(cluster.db_url)) is not None and leader(replicas, now[0]) and now,
+            10,
+            "a replica to hold the rollout lease and log taking it",
+        )
         first = leader(replicas, row[0])
-        assert first is not None, f"lease held by {row[0]}, no replica logged taking it"
+        assert first is not None
         # the lease lasts the configured TTL, not the built-in 10 s
         ahead = (row[1] - datetime.now(timezone.utc)).total_seconds()
         assert ahead <= LEASE_TTL_S + 0.5, f"lease expires {ahead:.1f} s ahead"
@@ -71,13 +75,16 @@ def test_leader_killed_mid_rollout_another_takes_over_and_completes_it(
         with cluster.api(survivors[0]) as on_survivor:
             row = poll(
                 lambda: (
-                    (now := lease(cluster.db_url)) is not None and now[0] != first.holder() and now
+                    (now := lease(cluster.db_url)) is not None
+                    and now[0] != first.holder()
+                    and leader(survivors, now[0])
+                    and now
                 ),
                 LEASE_TTL_S + 5,
-                "another replica to take the rollout lease",
+                "another replica to take the rollout lease and log it",
             )
             successor = leader(survivors, row[0])
-            assert successor is not None, f"lease held by {row[0]}, no survivor logged it"
+            assert successor is not None
 
             last: list[dict[str, Any]] = []
 
