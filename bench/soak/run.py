@@ -1,0 +1,495 @@
+"""One soak run: start the fleet, play the fault schedule while operators roll out, roll back
+and redeploy, wait for convergence, then measure and report."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.soak import faults as F
+from bench.soak.measure import (
+    ProcStat,
+    TelemetryCount,
+    Window,
+    count_telemetry,
+    explain_failures,
+    leaks,
+    lost_near,
+    pending_samples,
+    snapshot,
+    stored_samples,
+    unspooled_samples,
+)
+from bench.soak.parts import (
+    MODEL,
+    AgentProc,
+    Broker,
+    ControllerProc,
+    InferenceClients,
+    PhaseWatch,
+    Request,
+    SimGateways,
+)
+from bench.soak.proxy import DROP, FORWARD, HOLD, LinkProxy
+from bench.soak.report import ProcRow, soak_line, table, telemetry_text
+from controller.demo import sample_models
+from controller.demo.fleet import wait_for
+
+VERSIONS = ("1.0.0", "2.0.0", "3.0.0")
+RESTART_SETTLE_S = 15.0
+"""After a restart, the start figures are taken this much later (peers reconnected)."""
+
+
+@dataclass
+class Config:
+    minutes: float
+    agents: int = 3
+    seed: int = 1
+    db_url: str = ""
+    faults: int = 0
+    """0: one fault per 90 s of the run, at least 5."""
+    outage_scale: float = 1.0
+    sims: int = 20
+    kinds: tuple[str, ...] = F.FAULT_KINDS
+    telemetry_interval_s: float = 1.0
+    work: Path | None = None
+    log: Callable[[str], None] = print
+
+
+@dataclass
+class Outcome:
+    schedule: str
+    steps: list[str]
+    faults: int
+    telemetry: TelemetryCount
+    requests: int
+    failed: list[Request]
+    unexplained: list[Request]
+    converged_s: float | None
+    rows: list[ProcRow]
+    leaks: list[str]
+    notes: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    line: str = ""
+
+    def text(self) -> str:
+        failed = [
+            f"  t={r.t - self._t0:.1f}s agent={r.agent} {r.error}" for r in self.unexplained[:20]
+        ]
+        parts = [
+            self.schedule,
+            "executed:",
+            *("  " + s for s in self.steps),
+            *(["notes:"] + ["  " + n for n in self.notes] if self.notes else []),
+            "",
+            telemetry_text(self.telemetry),
+            *("  lost " + x for x in self.lost[:30]),
+            f"inference requests: {self.requests}, failed {len(self.failed)} "
+            f"({len(self.failed) - len(self.unexplained)} during agent kills, "
+            f"{len(self.unexplained)} unexplained)",
+            *failed,
+            f"converged: {self.converged_s if self.converged_s is not None else 'never'} s "
+            "after the last fault ended",
+            "",
+            table(self.rows),
+            "",
+            self.line,
+        ]
+        return "\n".join(parts)
+
+    _t0: float = 0.0
+
+
+class Soak:
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.work = cfg.work or Path(tempfile.mkdtemp(prefix="jetfleet-soak-"))
+        self.prefix = f"soak-{uuid.uuid4().hex[:8]}/v1"
+        self.log = cfg.log
+        self.steps: list[str] = []
+        self.notes: list[str] = []
+        self.windows: list[Window] = []
+        self.mounted: list[Path] = []
+        self.proxies: list[LinkProxy] = []
+        self.agents: list[AgentProc] = []
+        self.sims: SimGateways | None = None
+        self.clients: InferenceClients | None = None
+        self.watch: PhaseWatch | None = None
+        self.broker = Broker(self.work)
+        self.controller: ControllerProc | None = None
+        self.rollout_id: str | None = None
+        self.deploys = 0
+        self.start_stats: dict[str, tuple[int, ProcStat]] = {}
+        self.t0 = 0.0
+
+    # ---- helpers
+    def api(self) -> httpx.Client:
+        assert self.controller is not None
+        return httpx.Client(
+            base_url=self.controller.url + "/api/v1",
+            headers={"Authorization": f"Bearer {self.controller.token}"},
+            timeout=30,
+        )
+
+    def call(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        """One API call; retried while the controller is restarting."""
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with self.api() as api:
+                    r = api.request(method, path, **kw)
+                if r.status_code < 500:
+                    return r
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{method} {path}: the controller did not answer for 120 s")
+            time.sleep(0.5)
+
+    def device_ids(self) -> list[str]:
+        sims = self.sims.ids if self.sims else []
+        return [a.device_id for a in self.agents] + sims
+
+    def converged(self) -> bool:
+        r = self.call("GET", "/devices")
+        ours = {d["id"]: d for d in r.json()}
+        for dev in self.device_ids():
+            d = ours.get(dev)
+            if d is None or d["observed_generation"] != d["desired_generation"]:
+                return False
+            want = {s["name"]: s["version"] for s in d["desired"]}
+            got = {s["name"]: s["active_version"] for s in d["reported"] if s["phase"] == "serving"}
+            if not want or any(got.get(n) != v for n, v in want.items()):
+                return False
+        return True
+
+    def note(self, text: str) -> None:
+        at = time.monotonic() - self.t0 if self.t0 else 0.0
+        wall = datetime.now(timezone.utc).strftime("%H:%M:%S")
+        line = f"t={at:7.1f}s ({wall})  {text}"
+        self.steps.append(line)
+        self.log("soak: " + line)
+
+    def stat(
+        self, name: str, pid: int | None, state_dir: Path | None = None, after_s: float = 0.0
+    ) -> None:
+        """Record the start figures of the current life of a process; after a restart,
+        ``after_s`` later, once its peers have reconnected and its first work is done."""
+
+        def take() -> None:
+            if pid is not None:
+                with contextlib.suppress(Exception):
+                    self.start_stats[name] = (pid, snapshot(pid, state_dir))
+
+        if after_s:
+            timer = threading.Timer(after_s, take)
+            timer.daemon = True
+            timer.start()
+        else:
+            take()
+
+    # ---- setup
+    def setup(self) -> None:
+        cfg = self.cfg
+        self.broker.start()
+        self.controller = ControllerProc(self.work, cfg.db_url, self.broker.url, self.prefix)
+        self.controller.start()
+        for i, version in enumerate(VERSIONS):
+            data = sample_models.classifier(seed=i + 1)
+            r = self.call("PUT", f"/models/{MODEL}/versions/{version}", content=data)
+            if r.status_code not in (200, 201):
+                raise RuntimeError(f"push {version}: {r.status_code} {r.text}")
+        for i in range(cfg.agents):
+            device = f"soak-gw-{i}-{uuid.uuid4().hex[:4]}"
+            proxy = LinkProxy(("127.0.0.1", self.broker.port)).start()
+            self.proxies.append(proxy)
+            token = self.call(
+                "POST", "/tokens", json={"name": device, "role": "device", "device_id": device}
+            ).json()["token"]
+            agent = AgentProc(
+                i, device, self.work, proxy, self.controller.url, token, self.prefix,
+                cfg.telemetry_interval_s,
+            )  # fmt: skip
+            self.agents.append(agent)
+        self.mount_small_state_dirs()
+        self.watch = PhaseWatch(self.broker.url, self.prefix)
+        self.watch.start()
+        for agent in self.agents:
+            agent.start()
+        viewer = self.call("POST", "/tokens", json={"name": "soak-sims", "role": "viewer"})
+        self.sims = SimGateways(self.broker.url, self.prefix, cfg.sims, viewer.json()["token"])
+        self.sims.start()
+        procs = [a.proc for a in self.agents if a.proc]
+        wait_for(
+            "every device to report",
+            lambda: (
+                set(self.device_ids()) <= {d["id"] for d in self.call("GET", "/devices").json()}
+            ),
+            120,
+            procs,
+        )
+        for dev in self.device_ids():
+            self.call("PUT", f"/devices/{dev}/labels", json={"labels": {"fleet": "soak"}})
+        self.deploy(VERSIONS[0])
+        wait_for("version 1.0.0 serving everywhere", self.converged, 180, procs, 0.5)
+        wait_for("every agent ready", lambda: all(a.ready() for a in self.agents), 60, procs)
+        self.clients = InferenceClients(self.agents)
+        self.clients.start()
+        time.sleep(3)  # clients connected and steady before the start figures; not a state wait
+        self.stat("mosquitto", self.broker.pid)
+        self.stat("controller", self.controller.pid)
+        for a in self.agents:
+            self.stat(a.device_id, a.pid, a.state_dir)
+
+    def mount_small_state_dirs(self) -> None:
+        """A 64 MiB tmpfs as the state directory of each agent the schedule fills (root only)."""
+        for agent in self.agents:
+            agent.state_dir.mkdir(parents=True, exist_ok=True)
+            if os.geteuid() != 0:
+                continue
+            done = subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(agent.state_dir)],
+                capture_output=True,
+                text=True,
+            )
+            if done.returncode == 0:
+                self.mounted.append(agent.state_dir)
+            else:
+                self.notes.append(f"tmpfs for {agent.device_id} not mounted: {done.stderr.strip()}")
+
+    # ---- actions
+    def deploy(self, version: str, device: str | None = None) -> None:
+        body: dict[str, Any] = {"model": MODEL, "version": version}
+        body.update({"device": device} if device else {"selector": "fleet=soak"})
+        r = self.call("POST", "/deployments", json=body)
+        if r.status_code != 200:
+            raise RuntimeError(f"deploy {version}: {r.status_code} {r.text}")
+        self.deploys += 1
+
+    def act(self, step: F.Step) -> None:
+        if step.kind == "redeploy":
+            version = VERSIONS[self.deploys % len(VERSIONS)]
+            self.deploy(version)
+            self.note(f"redeploy {version} to fleet=soak")
+        elif step.kind == "rollout":
+            body = {
+                "model": MODEL,
+                "version": VERSIONS[1],
+                "targets": {"selector": "fleet=soak"},
+                "strategy": {"waves": "1,50%,100%", "device_timeout_s": 120},
+            }
+            r = self.call("POST", "/rollouts", json=body)
+            self.rollout_id = r.json().get("id") if r.status_code == 201 else None
+            self.note(f"rollout {VERSIONS[1]}: {r.status_code} id={self.rollout_id}")
+        elif step.kind == "rollback":
+            if self.rollout_id is None:
+                self.note("rollback: no rollout to roll back")
+                return
+            r = self.call("POST", f"/rollouts/{self.rollout_id}/rollback")
+            state = r.json().get("state") if r.status_code == 200 else r.text[:120]
+            self.note(f"rollback {self.rollout_id}: {r.status_code} {state}")
+
+    def kill_agent(self, agent: AgentProc, phases: set[str], what: str) -> None:
+        assert self.watch is not None
+        current = self.call("GET", f"/devices/{agent.device_id}").json()
+        desired = {s["name"]: s["version"] for s in current["desired"]}.get(MODEL)
+        version = next(v for v in VERSIONS if v != desired)
+        self.watch.clear(agent.device_id)
+        self.deploy(version, agent.device_id)
+        # this small model downloads and swaps in well under a second and the agent reports
+        # no phase in between most times: wait briefly for one, else kill 0.4 s after deploy
+        phase = self.watch.wait_phase(agent.device_id, phases, 0.4)
+        start = time.monotonic()
+        agent.kill()
+        seen = self.watch.phases.get(agent.device_id, (0.0, "none"))[1]
+        missed = "" if phase else f"; {sorted(phases)} not seen: killed 0.4 s after the deploy"
+        self.note(
+            f"{what}: kill -9 {agent.device_id} while deploying {version} "
+            f"(last reported phase {seen}{missed})"
+        )
+        agent.start()
+        assert agent.proc is not None
+        wait_for(f"{agent.device_id} to serve again", agent.ready, 120, [agent.proc])
+        self.windows.append(Window(agent.index, start, time.monotonic()))
+        self.note(f"{agent.device_id} serves again, {time.monotonic() - start:.1f}s after the kill")
+        self.stat(agent.device_id, agent.pid, agent.state_dir, after_s=RESTART_SETTLE_S)
+
+    def fill(self, agent: AgentProc, seconds: float) -> None:
+        if agent.state_dir not in self.mounted:
+            self.note(f"{F.DISK_FULL} {agent.device_id}: not done (no tmpfs: not root)")
+            return
+        filler = agent.state_dir / "soak-filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            for size in (1 << 20, 4096, 1):  # down to the last free byte
+                while True:
+                    try:
+                        os.write(fd, b"\0" * size)
+                    except OSError as exc:
+                        if exc.errno != errno.ENOSPC:
+                            raise
+                        break
+        finally:
+            os.close(fd)
+        self.note(f"{F.DISK_FULL} {agent.device_id}: state directory full for {seconds:.0f}s")
+        time.sleep(seconds)
+        with contextlib.suppress(OSError):
+            filler.unlink()
+        self.note(f"{F.DISK_FULL} {agent.device_id}: space back")
+
+    def fault(self, step: F.Step, index: int) -> None:
+        agent = self.agents[int(step.target)] if step.target else None
+        if step.kind == F.BROKER_RESTART:
+            self.broker.stop()
+            self.broker.start()
+            self.note("broker restarted")
+            self.stat("mosquitto", self.broker.pid, after_s=RESTART_SETTLE_S)
+        elif step.kind == F.BROKER_DOWN:
+            self.broker.stop()
+            self.note(f"broker down for {step.duration_s:.0f}s")
+            time.sleep(step.duration_s)
+            self.broker.start()
+            self.note("broker up")
+            self.stat("mosquitto", self.broker.pid, after_s=RESTART_SETTLE_S)
+        elif step.kind == F.CONTROLLER_KILL:
+            assert self.controller is not None
+            self.controller.kill()
+            self.note("controller killed (kill -9)")
+            self.controller.start()
+            self.note("controller restarted")
+            self.stat("controller", self.controller.pid, after_s=RESTART_SETTLE_S)
+        elif step.kind == F.AGENT_KILL_SWAP and agent:
+            self.kill_agent(agent, {"validating", "swapping"}, step.kind)
+        elif step.kind == F.AGENT_KILL_DOWNLOAD and agent:
+            self.kill_agent(agent, {"downloading"}, step.kind)
+        elif step.kind == F.PARTITION and agent:
+            mode = DROP if index % 2 == 0 else HOLD
+            agent.proxy.set_mode(mode)
+            self.note(f"link of {agent.device_id} partitioned ({mode}) for {step.duration_s:.0f}s")
+            time.sleep(step.duration_s)
+            agent.proxy.set_mode(FORWARD)
+            self.note(f"link of {agent.device_id} back")
+        elif step.kind == F.DISK_FULL and agent:
+            self.fill(agent, step.duration_s)
+
+    # ---- the run
+    def play(self, steps: list[F.Step]) -> float:
+        """Play the schedule; the monotonic time the last fault ended."""
+        self.t0 = time.monotonic()
+        last_fault_end = self.t0
+        for i, step in enumerate(steps):
+            delay = self.t0 + step.at_s - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            if step.is_fault:
+                self.fault(step, i)
+                last_fault_end = time.monotonic()
+            else:
+                self.act(step)
+        return last_fault_end
+
+    def finish(self, last_fault_end: float) -> tuple[float | None, list[ProcRow]]:
+        procs = [a.proc for a in self.agents if a.proc]
+        converged_s: float | None = None
+        try:
+            wait_for("convergence", self.converged, 300, procs, 0.5)
+            converged_s = time.monotonic() - last_fault_end
+            self.note(f"converged {converged_s:.1f}s after the last fault")
+        except Exception as exc:  # noqa: BLE001 - reported, the run goes on to measure
+            self.note(f"not converged: {exc}")
+        time.sleep(5)  # let the last swaps' memory settle before the end figures
+        rows: list[ProcRow] = []
+        assert self.controller is not None
+        named: list[tuple[str, int | None, Path | None, int]] = [
+            ("mosquitto", self.broker.pid, None, self.broker.starts),
+            ("controller", self.controller.pid, None, self.controller.starts),
+        ]
+        named += [(a.device_id, a.pid, a.state_dir, a.starts) for a in self.agents]
+        for name, pid, state_dir, starts in named:
+            start = self.start_stats.get(name)
+            end = snapshot(pid, state_dir) if pid else None
+            row = ProcRow(name, start[1] if start else None, end)
+            if starts > 1:
+                row.note = f"started {starts} times; start = its last start"
+            if start and end and start[0] == end.pid:
+                row.leaks = leaks(start[1], end)
+            rows.append(row)
+        return converged_s, rows
+
+    def close(self) -> None:
+        for part in (self.clients, self.sims):
+            if part is not None:
+                with contextlib.suppress(Exception):
+                    part.stop()
+        for agent in self.agents:
+            agent.stop()
+        if self.watch:
+            self.watch.stop()
+        if self.controller:
+            self.controller.stop()
+        self.broker.stop()
+        for proxy in self.proxies:
+            proxy.stop()
+        for path in self.mounted:
+            subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
+
+    def run(self) -> Outcome:
+        cfg = self.cfg
+        seconds = cfg.minutes * 60
+        nfaults = cfg.faults or max(5, int(seconds // 90))
+        steps = F.plan(seconds, nfaults, cfg.agents, cfg.seed, cfg.kinds, cfg.outage_scale)
+        schedule = F.describe(steps, cfg.seed)
+        self.log(schedule)
+        try:
+            self.setup()
+            last = self.play(steps)
+            converged_s, rows = self.finish(last)
+            assert self.clients is not None
+            self.clients.stop()
+            requests = list(self.clients.records)
+            for agent in self.agents:
+                agent.stop()
+            devices = [a.device_id for a in self.agents]
+            # what the stopped agents still hold is pending, not lost; give ingest a moment
+            time.sleep(3)
+            stored = stored_samples(cfg.db_url, devices)
+            pending = [s for a in self.agents for s in pending_samples(a.state_dir)]
+            unspooled = unspooled_samples(p for a in self.agents for p in a.logs())
+        finally:
+            self.close()
+        telemetry = count_telemetry([sid for sid, _ in stored], pending, unspooled)
+        self.lost = lost_near(telemetry.lost_ids, stored)
+        explained, unexplained = explain_failures(requests, self.windows)
+        all_leaks = [f"{r.name}:{x}" for r in rows for x in r.leaks]
+        out = Outcome(
+            schedule=schedule,
+            steps=self.steps,
+            faults=sum(1 for s in steps if s.is_fault),
+            telemetry=telemetry,
+            requests=len(requests),
+            failed=explained + unexplained,
+            unexplained=unexplained,
+            converged_s=converged_s,
+            rows=rows,
+            leaks=all_leaks,
+            notes=self.notes,
+            lost=self.lost,
+        )
+        out._t0 = self.t0
+        out.line = soak_line(
+            cfg.minutes, out.faults, telemetry, len(out.failed), converged_s, all_leaks
+        )
+        return out

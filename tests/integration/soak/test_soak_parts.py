@@ -1,0 +1,62 @@
+"""The soak bench's own parts: the seeded schedule, the counting, and the link proxy."""
+
+from __future__ import annotations
+
+import socket
+
+from bench.soak import faults as F
+from bench.soak.measure import Window, count_telemetry, explain_failures
+from bench.soak.parts import Request
+from bench.soak.proxy import DROP, FORWARD, LinkProxy
+
+
+def test_the_same_seed_gives_the_same_schedule_with_every_fault_kind() -> None:
+    a = F.plan(1800, 20, 3, seed=7)
+    assert a == F.plan(1800, 20, 3, seed=7)
+    assert a != F.plan(1800, 20, 3, seed=8)
+    assert {s.kind for s in a if s.is_fault} == set(F.FAULT_KINDS)
+    assert {"rollout", "rollback", "redeploy"} <= {s.kind for s in a}
+    assert "not done: clock_step" in F.describe(a, 7)
+
+
+def test_a_gap_in_a_boot_is_lost_and_a_logged_unspooled_sample_is_named() -> None:
+    stored = ["d:b1:1", "d:b1:2", "d:b1:4", "d:b1:6", "d:b2:1", "d:b2:1"]
+    got = count_telemetry(stored, pending=["d:b1:7"], unspooled=["d:b1:5"])
+    assert (got.produced, got.stored, got.pending) == (8, 5, 1)
+    assert (got.lost, got.lost_ids, got.unspooled, got.duplicated) == (
+        2,
+        ("d:b1:3", "d:b1:5"),
+        1,
+        1,
+    )
+
+
+def test_only_failures_inside_a_kill_window_of_that_agent_are_explained() -> None:
+    requests = [Request(10.0, 0, False), Request(10.0, 1, False), Request(50.0, 0, False)]
+    explained, unexplained = explain_failures(requests, [Window(0, 9.5, 12.0)])
+    assert explained == [requests[0]]
+    assert unexplained == requests[1:]
+
+
+def test_the_proxy_relays_and_a_drop_cuts_the_link_until_forwarding_resumes() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as upstream:
+        proxy = LinkProxy(upstream.getsockname()).start()
+        try:
+            client = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+            server, _ = upstream.accept()
+            client.sendall(b"ping")
+            assert server.recv(4) == b"ping"
+            proxy.set_mode(DROP)
+            client.settimeout(5)
+            assert client.recv(4) == b""  # the agent sees its link closed
+            client.close()
+            server.close()
+            proxy.set_mode(FORWARD)
+            again = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+            server, _ = upstream.accept()
+            again.sendall(b"back")
+            assert server.recv(4) == b"back"
+            again.close()
+            server.close()
+        finally:
+            proxy.stop()
