@@ -4,7 +4,6 @@ and redeploy, wait for convergence, then measure and report."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import subprocess
 import tempfile
@@ -20,6 +19,7 @@ from typing import Any
 import httpx
 
 from bench.soak import faults as F
+from bench.soak.disk import fill_to_last_byte
 from bench.soak.measure import (
     ProcStat,
     TelemetryCount,
@@ -331,19 +331,7 @@ class Soak:
         if agent.state_dir not in self.mounted:
             self.note(f"{F.DISK_FULL} {agent.device_id}: not done (no tmpfs: not root)")
             return
-        filler = agent.state_dir / "soak-filler"
-        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        try:
-            for size in (1 << 20, 4096, 1):  # down to the last free byte
-                while True:
-                    try:
-                        os.write(fd, b"\0" * size)
-                    except OSError as exc:
-                        if exc.errno != errno.ENOSPC:
-                            raise
-                        break
-        finally:
-            os.close(fd)
+        filler = fill_to_last_byte(agent.state_dir / "soak-filler")
         self.note(f"{F.DISK_FULL} {agent.device_id}: state directory full for {seconds:.0f}s")
         time.sleep(seconds)
         with contextlib.suppress(OSError):

@@ -6,7 +6,6 @@ the last free byte while the agent keeps producing samples, then is deleted.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import subprocess
@@ -18,6 +17,7 @@ import pytest
 
 from agent.link.outbox import Outbox
 from agent.link.spool import SpoolEntry
+from bench.soak.disk import fill_to_last_byte
 from shared.messages import Event
 from shared.topics import Channel
 
@@ -36,20 +36,7 @@ def small_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 def fill(directory: Path) -> Path:
-    filler = directory / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    try:
-        for size in (1 << 16, 512, 1):
-            while True:
-                try:
-                    os.write(fd, b"\0" * size)
-                except OSError as exc:
-                    if exc.errno != errno.ENOSPC:
-                        raise
-                    break
-    finally:
-        os.close(fd)
-    return filler
+    return fill_to_last_byte(directory / "filler")
 
 
 def event(n: int) -> Event:
