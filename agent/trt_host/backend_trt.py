@@ -23,7 +23,6 @@ no loaded model); one build at a time per host.
 
 from __future__ import annotations
 
-import gc
 import os
 import threading
 import time
@@ -146,14 +145,7 @@ class LaneContext(engine_module.Context):
 
     def close(self) -> None:
         """Drop the context and its I/O buffers; the lane's memory and stream are the arena's."""
-        if self.ctx is None:
-            return
-        self.cuda.stream_synchronize(self.stream)
-        self.ctx = None
-        gc.collect()
-        for ptr, _ in self.buffers.values():
-            self.cuda.free(ptr)
-        self.buffers = {}
+        self.drop()
 
 
 class TrtModel:

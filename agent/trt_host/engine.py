@@ -197,17 +197,23 @@ class Context:
         self.cuda.stream_synchronize(self.stream)
         return results
 
-    def close(self) -> None:
+    def drop(self) -> bool:
+        """Drop the TensorRT context and free the I/O buffers (False when already dropped)."""
         if self.ctx is None:
-            return
+            return False
         self.cuda.stream_synchronize(self.stream)
         self.ctx = None
         gc.collect()
         for ptr, _ in self.buffers.values():
             self.cuda.free(ptr)
         self.buffers = {}
-        self.cuda.free(self.activation)
-        self.cuda.stream_destroy(self.stream)
+        return True
+
+    def close(self) -> None:
+        """:meth:`drop`, then free this context's own activation memory and stream."""
+        if self.drop():
+            self.cuda.free(self.activation)
+            self.cuda.stream_destroy(self.stream)
 
 
 def load(
