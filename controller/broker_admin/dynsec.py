@@ -127,13 +127,40 @@ class DynsecAdmin:
         logger.info("broker credential %s created for device %s", username, device_id)
 
     def bind_client_ids(self, devices: list[tuple[str, str]]) -> None:
-        for start in range(0, len(devices), _BATCH):
+        """Set the client id of each credential that does not carry its device's id yet.
+
+        Mosquitto disconnects a client at every ``setClientId``, even to the id it has, and
+        rewrites its whole file per command: credentials already bound are left alone, so a
+        controller start (every replica's) neither cuts the fleet off nor spends minutes
+        rewriting the file. A credential the plugin does not know is left out (it logs in
+        nowhere).
+        """
+        bound = self._client_ids()
+        unbound = [(d, u) for d, u in devices if u in bound and bound[u] != agent_client_id(d)]
+        for start in range(0, len(unbound), _BATCH):
             self._run(
                 [
                     {"command": "setClientId", "username": u, "clientid": agent_client_id(d)}
-                    for d, u in devices[start : start + _BATCH]
+                    for d, u in unbound[start : start + _BATCH]
                 ]
             )
+
+    def _client_ids(self) -> dict[str, str]:
+        """Username → client id ("" when none) of every client the plugin has."""
+        found: dict[str, str] = {}
+        offset = 0
+        while True:
+            page = self._run(
+                [{"command": "listClients", "verbose": True, "count": _PAGE, "offset": offset}]
+            )
+            data = page[0].get("data")
+            clients = data.get("clients") if isinstance(data, dict) else None
+            if not isinstance(clients, list) or not clients:
+                return found
+            for client in clients:
+                if isinstance(client, dict) and isinstance(client.get("username"), str):
+                    found[client["username"]] = str(client.get("clientid") or "")
+            offset += len(clients)
 
     def remove_device(self, device_id: str, username: str) -> None:
         self._run(
@@ -245,6 +272,8 @@ class DynsecAdmin:
 
 _BATCH = 200
 """Dynamic security commands per message when binding many clients at once."""
+_PAGE = 5000
+"""Clients per ``listClients`` answer (about 700 KB)."""
 
 
 def _expected(command: str, error: str) -> bool:
