@@ -18,6 +18,7 @@ import signal
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from types import FrameType
 
@@ -27,7 +28,7 @@ from controller.analysis.reference_runner import ReferenceRunner
 from controller.analysis.runner import AnalysisRunner
 from controller.api.app import create_app
 from controller.artifacts.engines import EngineStore
-from controller.artifacts.store import ArtifactStore
+from controller.artifacts.store import open_store
 from controller.auth.service import AccessControl, bootstrap_admin
 from controller.broker_admin.startup import bind_client_ids, start_broker_side
 from controller.db import migrate
@@ -123,6 +124,9 @@ class Controller:
                     "(or start with --auto-migrate)"
                 )
             migrate.upgrade(s.db_url)
+        store = open_store(s)
+        store.check()
+        logger.info("artifact store: %s", store.label)
         self._sock = _bind(s.http_host, s.http_port)
         port = int(self._sock.getsockname()[1])
         host = s.http_host if ":" not in s.http_host else f"[{s.http_host}]"
@@ -137,7 +141,6 @@ class Controller:
         repo = Repository(engine)
         access = AccessControl(TokenStore(engine), required=s.auth_required)
         bootstrap_admin(access, s.data_dir, self.http_url)
-        store = ArtifactStore(s.data_dir, max_upload_bytes=s.max_upload_bytes)
         topics = Topics(s.topic_prefix)
         analyses = AnalysisRunner(repo, store, s.analysis_timeout_s)
         analyses.start()
@@ -181,7 +184,7 @@ class Controller:
             self._stoppers.append(workers.stop)
             self.ingest_workers = workers
         else:
-            link = telemetry_link(topics, broker_url, broker_side.bus_auth, ingest)
+            link = telemetry_link(topics, broker_url, broker_side.bus_auth, ingest, s)
             link.start()
             self._stoppers.append(link.stop)
         bus = MqttBus(
@@ -205,7 +208,13 @@ class Controller:
         )
         jobs = JobService(job_store, repo, catalog, configs, fleet, signer=signer)
         rollout_store = RolloutStore(engine)
-        rollout_loop = RolloutLoop(rollout_store, repo, fleet, lease_ttl_s=s.rollout_lease_ttl_s)
+        rollout_loop = RolloutLoop(
+            rollout_store,
+            repo,
+            fleet,
+            lease_ttl_s=s.rollout_lease_ttl_s,
+            holder=f"{s.resolved_replica_id()}-{uuid.uuid4().hex[:6]}",
+        )
         self.rollout_loop = rollout_loop
         rollouts = RolloutService(rollout_store, repo, catalog, configs, wake=rollout_loop.wake)
         self.services = Services(

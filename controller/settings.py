@@ -3,8 +3,8 @@
 Most settings come from ``jetfleet serve``'s options (controller/cli/serve.py); the health
 thresholds and telemetry retention come from environment variables only
 (``JETFLEET_HEALTH_<NAME>``, ``JETFLEET_RETENTION_RAW_HOURS``, ``JETFLEET_RETENTION_ROLLUP_DAYS``,
-``JETFLEET_ROLLOUT_LEASE_TTL_S``), read once with :func:`from_environment`, where a bad value
-stops the start with one line naming the variable.
+``JETFLEET_ROLLOUT_LEASE_TTL_S``, ``JETFLEET_INGEST_SESSION_EXPIRY_S``), read once with
+:func:`from_environment`, where a bad value stops the start with one line naming the variable.
 """
 
 from __future__ import annotations
@@ -12,6 +12,9 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import re
+import socket
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -42,6 +45,18 @@ DEFAULT_RETENTION_ROLLUP_S = 30 * 24 * 3600.0
 ROLLOUT_LEASE_TTL_ENV = "JETFLEET_ROLLOUT_LEASE_TTL_S"
 DEFAULT_ROLLOUT_LEASE_TTL_S = 10.0
 """How long the rollout lease outlives its holder's last renewal (renewed every half TTL)."""
+DEFAULT_ARTIFACT_CACHE_BYTES = 8 * 1024**3
+"""Local copies of object-store artifacts kept for the readers that need a file (analysis,
+reference outputs) and for downloads served from this replica's disk."""
+S3Addressing = Literal["auto", "path", "virtual"]
+S3_ADDRESSING: tuple[S3Addressing, ...] = ("auto", "path", "virtual")
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+REPLICA_ID_ENV = "JETFLEET_REPLICA_ID"
+INGEST_SESSION_EXPIRY_ENV = "JETFLEET_INGEST_SESSION_EXPIRY_S"
+DEFAULT_INGEST_SESSION_EXPIRY_S = 3600
+"""How long the broker keeps an ingest link's session (and queues its telemetry) after the link's
+connection ends: a controller restarted within this collects what agents sent meanwhile."""
+_REPLICA_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -86,6 +101,47 @@ class HealthThresholds:
 
 
 @dataclass(frozen=True)
+class ObjectStoreSettings:
+    """Artifacts and engines in an S3-compatible bucket (``--artifact-store s3://BUCKET/PREFIX``),
+    for replicas that share no disk. Credentials come from boto3's standard chain only
+    (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``, ``AWS_PROFILE`` and
+    the shared files, an instance role), never from a command line."""
+
+    bucket: str
+    prefix: str = ""
+    """Key prefix inside the bucket (no leading or trailing ``/``); objects are
+    ``<prefix>/artifacts/<sha[:2]>/<sha>``."""
+    endpoint_url: str | None = None
+    """None: ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``, else AWS's own endpoint."""
+    region: str | None = None
+    """None: ``AWS_REGION``/``AWS_DEFAULT_REGION`` or the profile's, else ``us-east-1``."""
+    addressing: S3Addressing = "auto"
+    """Bucket in the path (most self-hosted servers) or in the host name (AWS); auto: boto3's
+    choice."""
+    redirect_s: int = 0
+    """0: every replica streams the objects to agents itself; > 0: ``GET /api/v1/artifacts/{sha}``
+    answers 307 to a presigned URL valid this many seconds (agents must reach the endpoint)."""
+    cache_bytes: int = DEFAULT_ARTIFACT_CACHE_BYTES
+    """Bound of the local cache ``<data-dir>/artifact-cache`` (least recently used go first)."""
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+
+
+def parse_artifact_store(url: str) -> tuple[str, str]:
+    """Bucket and key prefix of ``s3://BUCKET[/PREFIX]``; InvalidInput names the option."""
+    scheme, sep, rest = url.partition("://")
+    bucket, _, prefix = rest.partition("/")
+    if scheme != "s3" or not sep or not _BUCKET.fullmatch(bucket):
+        raise InvalidInput(
+            f"--artifact-store expects s3://BUCKET or s3://BUCKET/PREFIX with a bucket name of "
+            f"3-63 of a-z 0-9 . - (without it: the data directory), got {url!r}"
+        )
+    return bucket, prefix.strip("/")
+
+
+@dataclass(frozen=True)
 class Settings:
     """Everything ``jetfleet serve`` needs to know, resolved (no defaults left to guess)."""
 
@@ -94,7 +150,8 @@ class Settings:
     broker_url: str | None
     """``mqtt://host:port`` of an external broker; None starts the embedded one."""
     data_dir: Path
-    """Root of the artifact store (and the default SQLite file)."""
+    """Root of the artifact store (and the default SQLite file); with ``object_store``, of its
+    local cache only."""
     http_host: str = DEFAULT_HTTP[0]
     http_port: int = DEFAULT_HTTP[1]
     embedded_broker_host: str = DEFAULT_EMBEDDED_BROKER[0]
@@ -119,6 +176,8 @@ class Settings:
     tls_cert_file: Path | None = None
     """Serve HTTPS with this certificate (PEM) and ``tls_key_file``; None serves plain HTTP."""
     tls_key_file: Path | None = None
+    object_store: ObjectStoreSettings | None = None
+    """Artifacts and engines in an S3-compatible bucket; None: in ``<data_dir>/artifacts``."""
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
     """Largest model, artifact or reference upload; a bigger body is refused with 413."""
     max_mqtt_payload_bytes: int = DEFAULT_MAX_MQTT_PAYLOAD_BYTES
@@ -149,6 +208,23 @@ class Settings:
     """With several replicas, one runs the rollouts; when it dies (kill -9), another takes over
     at most this long after its last renewal (``JETFLEET_ROLLOUT_LEASE_TTL_S``, default 10).
     Every replica of one database should use the same value."""
+    replica_id: str | None = None
+    """This replica's stable name (``--replica-id``, ``JETFLEET_REPLICA_ID``), unique among the
+    replicas of one fleet and the same across its restarts. It names the MQTT sessions its
+    telemetry ingest keeps on the broker; set, the replicas split telemetry between them through a
+    shared subscription. Unset: the host name and HTTP port, and this controller receives all
+    telemetry itself (a restart on another port cannot lose a share held for the old name)."""
+    ingest_session_expiry_s: int = DEFAULT_INGEST_SESSION_EXPIRY_S
+    """How long the broker keeps ingest sessions after their connection ends
+    (``JETFLEET_INGEST_SESSION_EXPIRY_S``; 0: clean sessions, nothing kept)."""
+
+    def resolved_replica_id(self) -> str:
+        """``replica_id``, or the host name and HTTP port; with port 0 (chosen by the system, so
+        not stable anyway), the host name and a random suffix."""
+        if self.replica_id:
+            return self.replica_id
+        host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:48] or "controller"
+        return f"{host}-{self.http_port or uuid.uuid4().hex[:8]}"
 
     @property
     def http_scheme(self) -> str:
@@ -181,7 +257,35 @@ def from_environment(settings: Settings, env: Mapping[str, str]) -> Settings:
         retention_raw_s=raw_hours * 3600,
         retention_rollup_s=rollup_days * 86400,
         rollout_lease_ttl_s=lease_ttl,
+        ingest_session_expiry_s=_session_expiry(env),
     )
+
+
+def check_replica_id(value: str) -> str:
+    """``value`` when it is a valid replica id, else :class:`InvalidInput` naming the rule."""
+    if not _REPLICA_ID.fullmatch(value):
+        raise InvalidInput(
+            f"replica id {value!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a "
+            "letter or digit (e.g. --replica-id ctl-1)"
+        )
+    return value
+
+
+def _session_expiry(env: Mapping[str, str]) -> int:
+    raw = env.get(INGEST_SESSION_EXPIRY_ENV)
+    if raw is None or raw == "":
+        return DEFAULT_INGEST_SESSION_EXPIRY_S
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 0xFFFFFFFE:
+        raise InvalidInput(
+            f"{INGEST_SESSION_EXPIRY_ENV}={raw!r}: give whole seconds, 0 to 4294967294 "
+            f"(0: nothing kept while the controller is down; default "
+            f"{DEFAULT_INGEST_SESSION_EXPIRY_S})"
+        )
+    return value
 
 
 def _positive(env: Mapping[str, str], name: str, default: float) -> float:

@@ -22,10 +22,14 @@ from controller.settings import (
     DEFAULT_MAX_MQTT_PAYLOAD_BYTES,
     DEFAULT_MAX_UPLOAD_BYTES,
     DEFAULT_REFERENCE_TIMEOUT_S,
+    S3_ADDRESSING,
+    ObjectStoreSettings,
     Settings,
+    check_replica_id,
     default_data_dir,
     default_db_url,
     from_environment,
+    parse_artifact_store,
     parse_broker_url,
     parse_host_port,
     parse_trusted_proxy,
@@ -192,6 +196,14 @@ class Security:
     help="Broker URL enrolling devices are given [default: the one the controller uses].",
 )
 @click.option(
+    "--replica-id",
+    envvar="JETFLEET_REPLICA_ID",
+    default=None,
+    help="This replica's stable name, unique among the fleet's replicas (e.g. ctl-1): its "
+    "telemetry sessions on the broker keep this name across restarts, and replicas with one "
+    "split telemetry through a shared subscription. Default: host name and HTTP port.",
+)
+@click.option(
     "--ingest-workers",
     type=click.IntRange(0, 64),
     default=0,
@@ -211,6 +223,50 @@ class Security:
     metavar="IP_OR_CIDR",
     help="A reverse proxy whose X-Forwarded-For names the client for enrolment rate limits "
     "and the audit log (repeat for several) [default: none; the header is ignored].",
+)
+@click.option(
+    "--artifact-store",
+    metavar="URL",
+    envvar="JETFLEET_ARTIFACT_STORE",
+    help="s3://BUCKET[/PREFIX]: artifacts and engines in an S3-compatible bucket, for replicas "
+    "that share no disk; credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE "
+    "[default: the data directory].",
+)
+@click.option(
+    "--s3-endpoint",
+    metavar="URL",
+    help="URL of the S3-compatible server, e.g. http://10.0.0.9:8333 "
+    "[default: $AWS_ENDPOINT_URL_S3 or $AWS_ENDPOINT_URL, else AWS].",
+)
+@click.option(
+    "--s3-region",
+    metavar="NAME",
+    help="The bucket's region [default: $AWS_REGION or the profile's, else us-east-1].",
+)
+@click.option(
+    "--s3-addressing",
+    type=click.Choice(S3_ADDRESSING),
+    default="auto",
+    show_default=True,
+    help="Bucket in the URL path (most self-hosted servers) or in the host name (AWS).",
+)
+@click.option(
+    "--artifact-cache",
+    "artifact_cache",
+    type=_Size(),
+    default="8G",
+    show_default=True,
+    help="With --artifact-store: bound of the local copies kept in <data-dir>/artifact-cache.",
+)
+@click.option(
+    "--artifact-redirect",
+    "artifact_redirect_s",
+    type=click.IntRange(0, 7 * 24 * 3600),
+    default=0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --artifact-store: answer artifact downloads with a redirect to a presigned URL "
+    "valid this long (agents must reach the S3 endpoint); 0: the controller streams them.",
 )
 def serve(
     db_url: str | None,
@@ -235,9 +291,16 @@ def serve(
     reference_timeout_s: float,
     broker_admin: str,
     public_broker_url: str | None,
+    replica_id: str | None,
     ingest_workers: int,
     insecure_no_auth: bool,
     trusted_proxies: tuple[str, ...],
+    artifact_store: str | None,
+    s3_endpoint: str | None,
+    s3_region: str | None,
+    s3_addressing: str,
+    artifact_cache: int,
+    artifact_redirect_s: int,
 ) -> None:
     """Run the controller until Ctrl-C (SIGINT) or SIGTERM."""
     from controller.server import run
@@ -279,10 +342,19 @@ def serve(
             broker_admin=choose_admin(broker_admin, broker_url is not None),
             public_broker_url=public_broker_url,
             ingest_workers=ingest_workers,
+            replica_id=check_replica_id(replica_id) if replica_id else None,
             max_model_nodes=max_model_nodes,
             analysis_timeout_s=analysis_timeout_s,
             reference_timeout_s=reference_timeout_s,
             trusted_proxies=tuple(parse_trusted_proxy(p) for p in trusted_proxies),
+            object_store=_object_store(
+                artifact_store,
+                s3_endpoint,
+                s3_region,
+                s3_addressing,
+                artifact_cache,
+                artifact_redirect_s,
+            ),
         )
         settings = from_environment(settings, os.environ)
         run(settings)
@@ -327,6 +399,39 @@ def _settings(
         tls_key_file=sec.tls_key,
         max_upload_bytes=sec.max_upload,
         max_mqtt_payload_bytes=sec.max_mqtt_payload,
+    )
+
+
+def _object_store(
+    url: str | None,
+    endpoint: str | None,
+    region: str | None,
+    addressing: str,
+    cache_bytes: int,
+    redirect_s: int,
+) -> ObjectStoreSettings | None:
+    """The ``--artifact-store`` settings; the S3 options refused without it."""
+    if url is None:
+        given = endpoint or region or addressing != "auto" or redirect_s
+        if given:
+            raise click.UsageError(
+                "--s3-endpoint/--s3-region/--s3-addressing/--artifact-redirect need "
+                "--artifact-store s3://BUCKET"
+            )
+        return None
+    bucket, prefix = parse_artifact_store(url)
+    return ObjectStoreSettings(
+        bucket=bucket,
+        prefix=prefix,
+        endpoint_url=endpoint,
+        region=region,
+        addressing="path"
+        if addressing == "path"
+        else "virtual"
+        if addressing == "virtual"
+        else "auto",
+        cache_bytes=cache_bytes,
+        redirect_s=redirect_s,
     )
 
 

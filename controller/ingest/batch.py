@@ -11,8 +11,15 @@ unexpected exception is logged and the writer starts again after a backoff, so t
 draining instead of filling until ``submit`` blocks the ingest link for good. What happens to the
 batch it crashed on is said at :meth:`IngestBatcher._run`.
 
-Concurrency: ``submit``, ``drain``, ``stats`` and ``absorb`` run on any thread and share the
-queue and counters under ``_cond``; ``_pending`` and ``_crashes`` belong to the writer thread.
+Acknowledge after storing (issue 18): ``after_written(done)`` puts ``done`` in the queue behind
+everything submitted before it; the writer calls it once the batch holding those messages is
+written, or given up message by message (what the database still refuses then is counted as
+dropped: acknowledging it is what stops the broker from sending a poison message for ever). The
+ingest link uses it to write a read's PUBACKs only then.
+
+Concurrency: ``submit``, ``after_written``, ``drain``, ``stats`` and ``absorb`` run on any thread
+and share the queue and counters under ``_cond``; ``_pending`` and ``_crashes`` belong to the
+writer thread. ``done`` callables run on the writer thread and must not block.
 """
 
 from __future__ import annotations
@@ -35,6 +42,11 @@ logger = logging.getLogger(__name__)
 
 _ATTEMPTS = 4
 """Writes of one batch before it is given up (stored one message at a time, see ``_give_up``)."""
+
+Done = Callable[[], None]
+Item = Telemetry | Event | Done
+"""What the queue holds: messages, and the ``done`` markers of
+:meth:`IngestBatcher.after_written`."""
 
 
 @dataclass(frozen=True)
@@ -103,12 +115,12 @@ class IngestBatcher:
         self._retention = retention or Retention()
         self._upkeep_every = upkeep_every_s
         self._clock = clock
-        self._items: deque[Telemetry | Event] = deque()
+        self._items: deque[Item] = deque()
         self._cond = threading.Condition()
         self._in_flight = 0
         self._stopping = False
         self._writer: Supervised | None = None
-        self._pending: list[Telemetry | Event] = []
+        self._pending: list[Item] = []
         """The batch being written; still set after the writer crashed on it (see ``_run``)."""
         self._crashes = 0
         """How many runs of the writer crashed on ``_pending``."""
@@ -156,6 +168,13 @@ class IngestBatcher:
                 self._blocked += time.monotonic() - began
             self._items.append(item)
             if len(self._items) >= self._max_batch or len(self._items) == 1:
+                self._cond.notify_all()
+
+    def after_written(self, done: Done) -> None:
+        """Call ``done`` (on the writer thread) once everything submitted before it is written."""
+        with self._cond:
+            self._items.append(done)
+            if len(self._items) == 1:
                 self._cond.notify_all()
 
     def drain(self, timeout_s: float = 30.0) -> bool:
@@ -249,7 +268,7 @@ class IngestBatcher:
                 self.upkeep_now()
         self.upkeep_now()
 
-    def _take(self) -> list[Telemetry | Event]:
+    def _take(self) -> list[Item]:
         with self._cond:
             if not self._items and not self._stopping:
                 self._cond.wait(1.0)
@@ -283,11 +302,19 @@ class IngestBatcher:
             [m for m in batch if isinstance(m, Telemetry)],
             [m for m in batch if isinstance(m, Event)],
         )
+        _call(batch)
 
-    def _write(self, batch: list[Telemetry | Event]) -> None:
+    def _write(self, batch: list[Item]) -> None:
         self._pending = batch
         samples = [m for m in batch if isinstance(m, Telemetry)]
         events = [m for m in batch if isinstance(m, Event)]
+        if not samples and not events:  # only markers
+            self._pending = []
+            with self._cond:
+                self._in_flight = 0
+                self._cond.notify_all()
+            _call(batch)
+            return
         for attempt in range(_ATTEMPTS):
             try:
                 result = self._store.write_batch(samples, events, self._clock())
@@ -298,6 +325,7 @@ class IngestBatcher:
                 logger.error("storing %d telemetry messages failed: %s", len(batch), exc)
                 if self._stopping or attempt == _ATTEMPTS - 1:
                     self._give_up(samples, events)
+                    _call(batch)
                     return
                 time.sleep(0.5 * 2**attempt)  # back off while the database recovers
         self._pending, self._crashes = [], 0
@@ -311,7 +339,8 @@ class IngestBatcher:
             self._rate_window.append((time.monotonic(), self._samples))
             self._cond.notify_all()
         if self.on_written is not None:
-            self.on_written(len(batch))
+            self.on_written(len(samples) + len(events))
+        _call(batch)
 
     def _give_up(self, samples: list[Telemetry], events: list[Event]) -> None:
         """Store the batch one message at a time; count those the database still refuses."""
@@ -338,3 +367,13 @@ class IngestBatcher:
             self._cond.notify_all()
         if self.on_written is not None:
             self.on_written(len(samples) + len(events))
+
+
+def _call(batch: list[Item]) -> None:
+    """Run the ``done`` markers of a batch that is written (or given up), in queue order."""
+    for item in batch:
+        if not isinstance(item, (Telemetry, Event)):
+            try:
+                item()
+            except Exception:  # one caller's bug must not crash the writer
+                logger.exception("an after-written callback failed")

@@ -136,13 +136,18 @@ class Ingest:
         parsed = self._parsed[topic] = self._topics.parse(topic)
         return parsed
 
-    def handle_batch(self, messages: Sequence[tuple[str, bytes]]) -> None:
-        """:meth:`handle` each (topic, payload) in order (an ingest link's read)."""
+    def handle_batch(
+        self, messages: Sequence[tuple[str, bytes]], done: Callable[[], None] | None = None
+    ) -> None:
+        """:meth:`handle` each (topic, payload) in order (an ingest link's read), then ``done``
+        once every one of them is stored or refused (on the batch writer's thread, in order)."""
         for topic, payload in messages:
             try:
                 self.handle(topic, payload)
             except Exception:
                 logger.exception("ingest of %s failed; the message was dropped", topic)
+        if done is not None:
+            self._batcher.after_written(done)
 
     def _count_written(self, count: int) -> None:
         with self._lock:

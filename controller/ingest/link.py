@@ -8,19 +8,26 @@ messages a second that loop, not decoding or the database, was most of an ingest
 splits every complete packet out of it, answers all the QoS 1 PUBLISHes of that read with one
 write, and hands the messages over as one batch.
 
-It speaks only what an ingest worker needs: CONNECT (clean session, user name and password,
-TLS through the same context as :mod:`controller.mqtt_bus`), one SUBSCRIBE at QoS 1 whose
-SUBACK ``start`` waits for, PUBLISH at QoS 0 and 1 in, PUBACK out, PINGREQ while idle, and
-DISCONNECT on ``stop``. A lost connection is retried with back-off (1 s doubling to 30 s), and
-the subscription is made again. Anything else that ends a session (a bug, ``on_batch`` raising)
-ends the link's loop; the loop runs under :class:`shared.supervision.Supervised` (``restart``),
-which logs it with the thread's name and starts it again (a new connection) after its own
-back-off. The controller's own client (publishing desired documents, receiving state) stays
-paho.
+It speaks only what an ingest worker needs: CONNECT (user name and password, TLS through the
+same context as :mod:`controller.mqtt_bus`), one SUBSCRIBE at QoS 1 whose SUBACK ``start`` waits
+for, PUBLISH at QoS 0 and 1 in, PUBACK out, PINGREQ while idle, and DISCONNECT on ``stop``. A
+lost connection is retried with back-off (1 s doubling to 30 s), and the subscription is made
+again. Anything else that ends a session (a bug, ``on_batch`` raising) ends the link's loop; the
+loop runs under :class:`shared.supervision.Supervised` (``restart``), which logs it with the
+thread's name and starts it again (a new connection) after its own back-off. The controller's own
+client (publishing desired documents, receiving state) stays paho.
 
-Delivery is what it was with paho and the inbox: a message is acknowledged once it has been
-read off the socket (before it is stored), so a worker killed mid-batch loses what it had read
-but not written, and nothing is stored twice ((device_id, sample_id) is unique).
+Delivery (issue 18, issue 17 item 2): a message is acknowledged only once it is stored.
+``on_batch`` gets each read's messages with a ``done`` callable, which the ingest calls once
+every message of the read is written (or refused for good, counted); the PUBACKs of that read are
+then written by the link's thread, in the order the messages came (MQTT 5.0 4.6). With a
+persistent session (``session_expiry_s`` > 0, a stable ``client_id``), what the broker had
+accepted while this process was down or dead, and what it had sent but not seen acknowledged,
+is delivered again when the same client id connects again; (device_id, sample_id) is unique in
+the database, so a message delivered twice is stored once. The link speaks MQTT 5.0 for that
+(session expiry, and a receive maximum of :data:`RECEIVE_MAXIMUM` so unacknowledged messages are
+not capped at the broker's 3.1.1 default of 20 in flight) and falls back to 3.1.1 (a persistent
+session without expiry) when the broker refuses 5.0.
 """
 
 from __future__ import annotations
@@ -32,18 +39,21 @@ import ssl
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from controller.errors import BusError
 from shared.broker_tls import CONTROLLER_FIXES, client_tls_context, explain_connect_error
 from shared.mqtt_wire import (
-    CONNACK_REFUSALS,
     DISCONNECT,
     PINGREQ,
     Batch,
     ProtocolError,
     connect_packet,
+    read_connack,
+    read_disconnect,
     read_publishes,
+    read_suback,
     split_packets,
     subscribe_packet,
 )
@@ -56,23 +66,42 @@ READ_BYTES = 256 * 1024
 KEEPALIVE_S = 30
 MIN_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
+RECEIVE_MAXIMUM = 16_384
+"""QoS 1 messages the broker may have sent and not seen acknowledged (MQTT 5.0): a read's
+acknowledgements wait for its write, so this bounds how far the broker runs ahead of the
+database."""
+ACK_POLL_S = 0.02
+"""How often the link's thread looks for acknowledgements to write while some are outstanding."""
+STOP_FLUSH_S = 5.0
+"""How long ``stop`` waits for the acknowledgements of messages already handed over."""
+PROTOCOL_REFUSED = "unacceptable protocol version"
+
+OnBatch = Callable[[Batch, Callable[[], None]], None]
+"""``on_batch(messages, done)``: ``done()`` once every message is stored (from any thread)."""
 
 
 class IngestLink:
     """``start`` connects and subscribes (BusError when it cannot); ``stop`` disconnects.
 
-    ``on_batch`` runs on the link's thread with the messages of one read, after their PUBACKs
-    were written; while it runs, nothing more is read (the broker holds the rest: backpressure).
+    ``on_batch`` runs on the link's thread with the messages of one read and a ``done`` callable;
+    their PUBACKs are written once ``done`` was called (from any thread). While ``on_batch`` runs,
+    nothing more is read (the broker holds the rest: backpressure).
+
+    ``client_id`` (default: ``client_name`` and a random suffix) must be stable across restarts
+    and unique per link for a persistent session (``session_expiry_s`` > 0) to be found again.
     """
 
     def __init__(
         self,
         broker_url: str,
         subscriptions: Sequence[str],
-        on_batch: Callable[[Batch], None],
+        on_batch: OnBatch,
         *,
         auth: MqttAuth | None = None,
         client_name: str = "jetfleet-ingest",
+        client_id: str | None = None,
+        session_expiry_s: int = 0,
+        protocol: int = 5,
         keepalive_s: int = KEEPALIVE_S,
     ) -> None:
         self.broker_url = broker_url
@@ -92,8 +121,16 @@ class IngestLink:
                 ) from exc
         self._subscriptions = list(subscriptions)
         self._on_batch = on_batch
-        self._client_id = f"{client_name}-{uuid.uuid4().hex[:12]}"
+        self._client_id = client_id or f"{client_name}-{uuid.uuid4().hex[:12]}"
+        self._session_expiry = session_expiry_s
+        self._version = protocol
         self._keepalive = keepalive_s
+        self._acks_lock = threading.Lock()
+        self._acks: deque[tuple[int, bytes]] = deque()
+        """PUBACK writes whose messages are stored, with the session they belong to."""
+        self._outstanding = 0
+        """Reads handed to ``on_batch`` in this session whose ``done`` has not come yet."""
+        self._session_no = 0
         self._stopping = threading.Event()
         self._subscribed = threading.Event()
         self._ever_subscribed = False
@@ -106,6 +143,16 @@ class IngestLink:
         self._sock: socket.socket | None = None
         self._last_send = 0.0
         self._guard: Supervised | None = None
+
+    @property
+    def client_id(self) -> str:
+        """The MQTT client id: the broker keeps a persistent session under it."""
+        return self._client_id
+
+    @property
+    def protocol(self) -> int:
+        """The MQTT protocol level in use: 5 (5.0), or 4 (3.1.1) after a broker refused 5.0."""
+        return self._version
 
     @property
     def connected(self) -> bool:
@@ -171,6 +218,15 @@ class IngestLink:
                     error = explain_connect_error(exc, CONTROLLER_FIXES)
                 else:
                     error = str(exc)
+                if self._version == 5 and PROTOCOL_REFUSED in error:
+                    self._version = 4
+                    logger.warning(
+                        "MQTT broker %s refused MQTT 5.0; telemetry ingest speaks 3.1.1 to it "
+                        "(a persistent session without expiry; the broker's max_inflight_messages "
+                        "bounds the unacknowledged messages)",
+                        self.broker_url,
+                    )
+                    continue
                 if error != self._error:
                     logger.warning("MQTT broker %s: %s; reconnecting", self.broker_url, error)
                 self._error = error
@@ -203,14 +259,46 @@ class IngestLink:
         self._sock = sock
         if self._stopping.is_set():
             return
-        self._send(sock, connect_packet(self._client_id, self._keepalive, self._auth))
-        sock.settimeout(min(1.0, self._keepalive / 2))
+        with self._acks_lock:
+            self._session_no += 1
+            session = self._session_no
+            self._acks.clear()  # the broker sends what they acknowledged again
+            self._outstanding = 0
+        version = self._version
+        self._send(
+            sock,
+            connect_packet(
+                self._client_id,
+                self._keepalive,
+                self._auth,
+                clean=self._session_expiry <= 0,
+                version=version,
+                session_expiry_s=self._session_expiry,
+                receive_maximum=RECEIVE_MAXIMUM if version == 5 else None,
+            ),
+        )
         buf = bytearray()
         packet_id = 1
         subscribed = False
         ping_due = self._keepalive / 2
         last_recv = time.monotonic()
-        while not self._stopping.is_set():
+        flush_until: float | None = None
+        while True:
+            if self._stopping.is_set() and flush_until is None:
+                if not subscribed:
+                    break
+                flush_until = time.monotonic() + STOP_FLUSH_S  # write what is stored, then leave
+            self._write_acks(sock, session)
+            if flush_until is not None:
+                with self._acks_lock:
+                    flushed = not self._outstanding and not self._acks
+                if flushed or time.monotonic() >= flush_until:
+                    break
+                time.sleep(ACK_POLL_S)  # read nothing more: unacknowledged, it comes again
+                continue
+            with self._acks_lock:
+                waiting = self._outstanding > 0
+            sock.settimeout(ACK_POLL_S if waiting else min(1.0, self._keepalive / 2))
             try:
                 data = sock.recv(READ_BYTES)
             except TimeoutError:
@@ -224,22 +312,20 @@ class IngestLink:
                 buf += data
                 packets, used = split_packets(buf)
                 del buf[:used]
-                messages, acks, other = read_publishes(packets)
-                if acks:
-                    self._send(sock, acks)
+                messages, acks, other = read_publishes(packets, version)
                 for first, body in other:
                     kind = first >> 4
                     if kind == 2:  # CONNACK
-                        code = body[1] if len(body) > 1 else 255
-                        if code:
-                            reason = CONNACK_REFUSALS.get(code, f"return code {code}")
-                            raise BusError(f"the broker refused the connection: {reason}")
-                        self._send(sock, subscribe_packet(packet_id, self._subscriptions))
+                        _present, refusal = read_connack(body, version)
+                        if refusal:
+                            raise BusError(f"the broker refused the connection: {refusal}")
+                        self._send(sock, subscribe_packet(packet_id, self._subscriptions, version))
                     elif kind == 9:  # SUBACK
+                        codes = read_suback(body, version)
                         refused = [
                             f
-                            for f, code in zip(self._subscriptions, body[2:], strict=False)
-                            if code == 0x80
+                            for f, code in zip(self._subscriptions, codes, strict=False)
+                            if code >= 0x80
                         ]
                         if refused:
                             self._refused = (
@@ -253,9 +339,17 @@ class IngestLink:
                         self._ever_subscribed = True
                         self._error = None
                         self._subscribed.set()
-                        logger.info("ingest link subscribed on %s", self.broker_url)
+                        logger.info(
+                            "ingest link %s subscribed on %s (MQTT %s, %s session)",
+                            self._client_id,
+                            self.broker_url,
+                            "5.0" if version == 5 else "3.1.1",
+                            "persistent" if self._session_expiry > 0 else "clean",
+                        )
+                    elif kind == 14:  # DISCONNECT (5.0: the broker says why)
+                        raise ConnectionError(f"the broker disconnected: {read_disconnect(body)}")
                 if messages:
-                    self._on_batch(messages)
+                    self._hand_over(messages, acks, session)
             elif not subscribed and time.monotonic() - self._last_send > 10.0:
                 raise BusError("the broker did not answer CONNECT/SUBSCRIBE within 10 s")
             if time.monotonic() - self._last_send >= ping_due:
@@ -263,7 +357,40 @@ class IngestLink:
         with contextlib.suppress(OSError):
             self._send(sock, DISCONNECT)  # stopping: leave cleanly
 
+    def _hand_over(self, messages: Batch, acks: bytes, session: int) -> None:
+        """``on_batch`` one read; its PUBACKs are queued for writing when ``done`` is called."""
+        if not acks:  # QoS 0 only: nothing to acknowledge
+            self._on_batch(messages, _nothing)
+            return
+        called = False
+
+        def done() -> None:
+            nonlocal called
+            with self._acks_lock:
+                if called or session != self._session_no:
+                    return  # a new session: the broker sends those messages again
+                called = True
+                self._outstanding -= 1
+                self._acks.append((session, acks))
+
+        with self._acks_lock:
+            self._outstanding += 1
+        self._on_batch(messages, done)
+
+    def _write_acks(self, sock: socket.socket, session: int) -> None:
+        with self._acks_lock:
+            if not self._acks:
+                return
+            ready = b"".join(a for s, a in self._acks if s == session)
+            self._acks.clear()
+        if ready:
+            self._send(sock, ready)
+
     def _send(self, sock: socket.socket, data: bytes) -> None:
         with self._send_lock:
             sock.sendall(data)
             self._last_send = time.monotonic()
+
+
+def _nothing() -> None:
+    """``done`` for a read with nothing to acknowledge."""

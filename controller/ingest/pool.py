@@ -15,10 +15,16 @@ a back-off when it keeps dying. Each worker has its own pipe, so a killed worker
 shared lock held. ``stop`` sends SIGTERM, waits for each worker to write what it queued, and
 kills what is still running after the timeout: no process outlives the controller.
 
-A worker that dies loses the messages it had acknowledged but not yet written, and the broker
-drops the ones in flight to it (its session is clean), as a crash of the single process would;
-what agents send after the restart is stored, and a sample stored twice is impossible because
-(device_id, sample_id) is unique in the database whichever worker writes it.
+Each worker keeps a persistent MQTT session named after the replica and its index
+(``jetfleet-ingest-<replica id>-<i>``) and acknowledges a message only once it is stored: a
+worker that dies, or a controller killed with its workers, loses nothing the broker accepted; the
+broker delivers the dead session's unacknowledged and queued messages to the worker that
+connects with its name again (the restarted one), and a sample delivered twice is stored once
+because (device_id, sample_id) is unique in the database whichever worker writes it. Lowering
+``--ingest-workers`` leaves the sessions of the workers no longer started on the broker until
+they expire (``JETFLEET_INGEST_SESSION_EXPIRY_S``): the share of telemetry the broker hands them
+meanwhile is lost, so lower it with the controller stopped for less than a few seconds, or
+accept that window.
 
 The embedded broker (amqtt) has no shared subscriptions: ``--ingest-workers`` with it is refused
 at start.
@@ -39,6 +45,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
+from controller.broker_admin.acl import ingest_share_filter
 from controller.errors import ControllerError, InvalidInput
 from controller.ingest.batch import IngestBatcher
 from controller.ingest.handlers import Ingest
@@ -70,14 +77,30 @@ def main_subscriptions(topics: Topics) -> list[str]:
     ]
 
 
-def telemetry_link(topics: Topics, broker_url: str, auth: MqttAuth, ingest: Ingest) -> IngestLink:
-    """Telemetry of every device into ``ingest`` in this process (no ingest workers)."""
+def telemetry_link(
+    topics: Topics, broker_url: str, auth: MqttAuth, ingest: Ingest, settings: Settings
+) -> IngestLink:
+    """Telemetry of every device into ``ingest`` in this process (no ingest workers).
+
+    On an external broker the link keeps a persistent session named after the replica
+    (``jetfleet-telemetry-<replica id>``), so what agents send while this process is down waits
+    on the broker for it. With ``--replica-id`` set, the link joins the shared subscription the
+    other replicas (and their ingest workers) are in, and each message goes to one of them; the
+    embedded broker (amqtt, in this process, MQTT 3.1.1 without shared subscriptions) gets a
+    plain clean subscription, as it lives and dies with this process anyway.
+    """
+    external = settings.broker_url is not None
+    shared = external and settings.replica_id is not None
     return IngestLink(
         broker_url,
-        [topics.every_device(Channel.TELEMETRY)],
+        [ingest_share_filter(settings.topic_prefix)]
+        if shared
+        else [topics.every_device(Channel.TELEMETRY)],
         ingest.handle_batch,
         auth=auth,
-        client_name="jetfleet-telemetry",
+        client_id=f"jetfleet-telemetry-{settings.resolved_replica_id()}",
+        session_expiry_s=settings.ingest_session_expiry_s if external else 0,
+        protocol=5 if external else 4,
     )
 
 
@@ -103,6 +126,8 @@ def start_ingest_workers(
             max_payload_bytes=settings.max_mqtt_payload_bytes,
             retention=batcher.retention,
             log_level=logging.getLogger().getEffectiveLevel(),
+            replica_id=settings.resolved_replica_id(),
+            session_expiry_s=settings.ingest_session_expiry_s,
         )
         for i in range(count)
     ]

@@ -60,6 +60,9 @@ class WorkerConfig:
     max_payload_bytes: int
     retention: Retention
     log_level: int = logging.INFO
+    replica_id: str = "controller"
+    """Names the worker's persistent MQTT session with ``index``: stable across restarts."""
+    session_expiry_s: int = 0
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,8 @@ class _Worker:
             [ingest_share_filter(config.topic_prefix)],
             self.ingest.handle_batch,
             auth=config.auth,
-            client_name=f"jetfleet-ingest-{config.index}",
+            client_id=f"jetfleet-ingest-{config.replica_id}-{config.index}",
+            session_expiry_s=config.session_expiry_s,
         )
 
     def start(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import paho.mqtt.client as mqtt
@@ -31,15 +31,16 @@ enough that a test waiting out start()'s timeout does not take start()'s default
 
 
 class Received:
-    """The ``on_batch`` of a link: every batch, in arrival order."""
+    """The ``on_batch`` of a link: every batch, in arrival order, each stored at once."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.batches: list[list[tuple[str, bytes]]] = []
 
-    def __call__(self, batch: list[tuple[str, bytes]]) -> None:
+    def __call__(self, batch: list[tuple[str, bytes]], done: Callable[[], None]) -> None:
         with self._lock:
             self.batches.append(list(batch))
+        done()
 
     def messages(self) -> list[tuple[str, bytes]]:
         with self._lock:

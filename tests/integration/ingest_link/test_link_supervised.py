@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 
 import pytest
 
@@ -26,11 +27,11 @@ class HandlerFailingOnce(Received):
 
     failed = False
 
-    def __call__(self, batch: list[tuple[str, bytes]]) -> None:
+    def __call__(self, batch: list[tuple[str, bytes]], done: Callable[[], None]) -> None:
         if not self.failed:
             self.failed = True
             raise RuntimeError("injected: the batch could not be handed over")
-        super().__call__(batch)
+        super().__call__(batch, done)
 
 
 def test_messages_arrive_after_the_link_loop_crashed(

@@ -1,7 +1,7 @@
 """The short soak (issue 18): about 3 minutes of a real fleet under >= 5 seeded faults.
 
 Its own Mosquitto (restarted, taken down), ``jetfleet serve`` on a fresh PostgreSQL database
-(see KINDS for its kill -9), two real agents as processes behind link proxies (partitioned,
+(killed with kill -9 and restarted), two real agents as processes behind link proxies (partitioned,
 killed mid-download and mid-swap, state directory filled), inference clients and simulated
 gateways, while a rollout, a rollback and redeploys happen. Asserts counts, never times.
 Run as root (the full state directory is a tmpfs the bench mounts).
@@ -18,11 +18,10 @@ from bench.soak.run import Config, Soak
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
-# F.CONTROLLER_KILL is left out until the controller's ingest keeps what arrives while it
-# restarts: today its MQTT link has a clean session and a random client id, so samples agents
-# send while the controller is down are acknowledged by the broker (and leave the agents'
-# spools) with no subscriber to receive them: `bench/soak.py` shows them as lost.
+# F.CONTROLLER_KILL: what agents send while the controller is down waits in its ingest link's
+# persistent session on the broker (issue 18); before, that link's clean session lost it.
 KINDS = (
+    F.CONTROLLER_KILL,
     F.BROKER_RESTART,
     F.AGENT_KILL_SWAP,
     F.PARTITION,

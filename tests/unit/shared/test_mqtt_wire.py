@@ -16,7 +16,10 @@ import pytest
 from shared.mqtt_wire import (
     ProtocolError,
     connect_packet,
+    read_connack,
+    read_disconnect,
     read_publishes,
+    read_suback,
     split_packets,
     subscribe_packet,
 )
@@ -371,3 +374,64 @@ def test_subscribe_several_filters_each_at_qos1() -> None:
         + share.encode()
         + b"\x01"
     )
+
+
+# --- MQTT 5.0 (the ingest link's persistent session) -----------------------------------------
+
+
+def test_a_5_0_connect_keeps_the_session_with_its_expiry_and_receive_maximum() -> None:
+    packet = connect_packet(
+        "ing-1",
+        30,
+        MqttAuth("ctl", "pw"),
+        clean=False,
+        version=5,
+        session_expiry_s=3600,
+        receive_maximum=16384,
+    )
+
+    properties = b"\x08" + b"\x11\x00\x00\x0e\x10" + b"\x21\x40\x00"  # 5.0: 3.1.2.11
+    variable = utf8("MQTT") + b"\x05" + b"\xc0" + b"\x00\x1e" + properties
+    payload = utf8("ing-1") + utf8("ctl") + utf8("pw")
+    body = variable + payload
+    assert packet == bytes((0x10, len(body))) + body, "flags: user, password, no clean start"
+
+
+def test_a_3_1_1_connect_can_keep_its_session() -> None:
+    packet = connect_packet("c", 10, MqttAuth(), clean=False)
+
+    body = utf8("MQTT") + b"\x04\x00\x00\x0a" + utf8("c")
+    assert packet == bytes((0x10, len(body))) + body
+
+
+def test_a_5_0_subscribe_carries_an_empty_properties_block() -> None:
+    expected = b"\x82\x09" + b"\x00\x07" + b"\x00" + utf8("a/#") + b"\x01"
+    assert subscribe_packet(7, ["a/#"], version=5) == expected
+
+
+def test_a_5_0_publish_skips_its_properties_and_is_acknowledged_in_the_short_form() -> None:
+    properties = b"\x02\x01\x01"  # length 2: payload format indicator = 1 (UTF-8)
+    body = utf8("t/x") + b"\x12\x34" + properties + b"payload"
+
+    messages, acks, other = read_publishes([(0x32, body)], version=5)
+
+    assert messages == [("t/x", b"payload")]
+    assert acks == b"\x40\x02\x12\x34"
+    assert other == []
+
+
+def test_connack_refusals_read_by_protocol_version() -> None:
+    assert read_connack(b"\x01\x00", version=5) == (True, None)
+    assert read_connack(b"\x00\x87", version=5) == (False, "not authorised")
+    assert read_connack(b"\x00\x01", version=5) == (False, "unacceptable protocol version")
+    assert read_connack(b"\x00\x05") == (False, "not authorised")
+
+
+def test_suback_codes_skip_the_5_0_properties() -> None:
+    assert read_suback(b"\x00\x01\x03\x1f\x00\x00\x01\x87", version=5) == [0x01, 0x87]
+    assert read_suback(b"\x00\x01\x01\x80") == [0x01, 0x80]
+
+
+def test_a_5_0_disconnect_names_its_reason() -> None:
+    assert "taken over" in read_disconnect(b"\x8e\x00")
+    assert read_disconnect(b"") == "normal disconnection"
