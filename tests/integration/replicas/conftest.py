@@ -107,7 +107,8 @@ class Cluster:
     def __init__(self, db_url: str, broker_url: str, tmp: Path) -> None:
         self.db_url = db_url
         self.broker_url = broker_url
-        self.prefix = f"jftest/{uuid.uuid4().hex[:10]}"
+        self.run_id = uuid.uuid4().hex[:10]
+        self.prefix = f"jftest/{self.run_id}"
         self.data_dir = tmp / "shared-data"
         self.tmp = tmp
         self.replicas: list[Replica] = []
@@ -144,7 +145,10 @@ class Cluster:
         first = len(self.replicas)
         for i in range(first, first + n):
             log = self.tmp / f"replica-{i}.log"
-            self.replicas.append(Replica(i, args, self._env(), log).start())
+            # A stable name per replica, as a deployment gives each one: its telemetry sessions
+            # on the broker keep it, and the replicas split telemetry (a shared subscription).
+            named = [*args, "--replica-id", f"{self.run_id}-r{i}"]
+            self.replicas.append(Replica(i, named, self._env(), log).start())
         for replica in self.replicas[first:]:
             poll(replica.ready, START_TIMEOUT_S, f"replica {replica.index} to answer /healthz")
         if not self.token:
