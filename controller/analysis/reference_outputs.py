@@ -9,22 +9,22 @@ the operator gave at push (``--shape``, ``--value``), else the model's dims with
 or the operator's sample inputs (``--inputs``), taken as they are. Pure apart from running ONNX
 Runtime on the CPU, except
 :func:`store_reference` / :func:`reference_ref`, which keep the NPZ as an ordinary artifact and an
-index ``artifacts/references/<onnx sha256>.json`` → its sha256 and size (no schema change).
+index document ``artifacts/references/<onnx sha256>.json`` → its sha256 and size, in the artifact
+store's backend (no schema change).
 """
 
 from __future__ import annotations
 
 import io
 import json
-import os
 import zipfile
 from collections.abc import Collection
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnxruntime as ort
 
+from controller.artifacts.backend import artifact_key
 from controller.artifacts.store import ArtifactStore, StoredArtifact
 from shared.messages import ArtifactRef
 from shared.reference_layout import (
@@ -287,9 +287,9 @@ def _expected(arg: object) -> ExpectedTensor:
     )
 
 
-def _index_path(store: ArtifactStore, onnx_sha256: str) -> Path:
-    store.path_of(onnx_sha256)  # refuses anything but a sha256 (no path tricks)
-    return store.root / "references" / f"{onnx_sha256}.json"
+def _index_name(onnx_sha256: str) -> str:
+    artifact_key(onnx_sha256)  # refuses anything but a sha256 (no path tricks)
+    return f"references/{onnx_sha256}.json"
 
 
 def store_reference(
@@ -313,20 +313,17 @@ def keep_reference(store: ArtifactStore, onnx_sha256: str, npz_bytes: bytes) -> 
     except BaseException:
         pending.abort()
         raise
-    index = _index_path(store, onnx_sha256)
-    index.parent.mkdir(parents=True, exist_ok=True)
-    tmp = index.with_name(f".{index.name}.tmp")
-    tmp.write_text(json.dumps({"sha256": stored.sha256, "size": stored.size}))
-    os.replace(tmp, index)
+    entry = {"sha256": stored.sha256, "size": stored.size}
+    store.write_document(_index_name(onnx_sha256), json.dumps(entry).encode())
     return stored
 
 
 def reference_ref(store: ArtifactStore, public_url: str, onnx_sha256: str) -> ArtifactRef | None:
     """The ArtifactRef of the reference NPZ of model ``onnx_sha256``; None if none is stored."""
-    index = _index_path(store, onnx_sha256)
+    raw = store.read_document(_index_name(onnx_sha256))
     try:
-        entry = json.loads(index.read_text())
-    except (OSError, ValueError):
+        entry = json.loads(raw or b"")
+    except ValueError:
         return None
     sha, size = str(entry.get("sha256", "")), int(entry.get("size", 0))
     if not store.contains(sha):

@@ -37,7 +37,7 @@ from typing import Any
 from controller.analysis.bounded_child import Children
 from controller.artifacts.store import ArtifactStore
 from controller.db.repository import Repository
-from controller.errors import ControllerError
+from controller.errors import ControllerError, NotFound
 from controller.records import VersionRecord
 from shared.supervision import Supervised
 
@@ -109,8 +109,9 @@ class AnalysisRunner:
                 logger.error("could not store the analysis of %s: %s", _ref(record), exc)
 
     def _analyse(self, record: VersionRecord) -> None:
-        path = self._store.path_of(record.sha256)
-        if not path.is_file():
+        try:
+            path = self._store.local_path(record.sha256)
+        except NotFound:
             outcome = Outcome(None, "the model's bytes are missing from the artifact store")
         else:
             outcome = self.run_child(path)

@@ -116,7 +116,8 @@ DESCRIPTIONS: Mapping[int, str] = {
     416: "The byte range lies outside the artifact (`Content-Range: bytes */<size>`).",
     422: "The request fails validation, or its content does not fit the model.",
     429: "Too many attempts from this address; retry after `Retry-After` seconds.",
-    503: "The database or MQTT broker is unavailable, or the controller is stopping; retry.",
+    503: "The database, MQTT broker or object store is unavailable, or the controller is "
+    "stopping; retry.",
 }
 
 _ERROR_REF = {"$ref": "#/components/schemas/ErrorBody"}
@@ -144,6 +145,11 @@ DOWNLOAD_RESPONSES: dict[int | str, dict[str, Any]] = {
         "content": {"application/octet-stream": {"schema": _BINARY}},
         "headers": {**_RANGE_HEADERS, "Content-Range": {"schema": {"type": "string"}}},
     },
+    307: {
+        "description": "With `--artifact-redirect`: GET the presigned object-store URL in "
+        "`Location` instead, with the same `Range` (and without this API's token).",
+        "headers": {"Location": {"schema": {"type": "string", "format": "uri"}}},
+    },
 }
 """``responses=`` of GET ``/artifacts/{sha256}`` (engines, calibration caches, models and
 reference NPZs are all downloaded there)."""
@@ -151,8 +157,10 @@ reference NPZs are all downloaded there)."""
 HEAD_RESPONSES: dict[int | str, dict[str, Any]] = {
     code: {"description": answer["description"], "headers": answer["headers"]}
     for code, answer in DOWNLOAD_RESPONSES.items()
+    if code != 307
 }
-"""``responses=`` of HEAD ``/artifacts/{sha256}``: the same headers, no body."""
+"""``responses=`` of HEAD ``/artifacts/{sha256}``: the same headers, no body (never a
+redirect)."""
 
 RANGE_PARAMETER: dict[str, Any] = {
     "parameters": [

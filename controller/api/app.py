@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
 
 from controller.analysis.report import AnalysisReport
 from controller.api.answers import (
@@ -57,7 +57,7 @@ from controller.api.warmup_params import (
     warmup_given,
 )
 from controller.artifacts.byte_range import plan_range
-from controller.artifacts.store import UploadTooLarge, check_upload_size, iter_range
+from controller.artifacts.store import UploadTooLarge, check_upload_size
 from controller.auth.install import install_auth
 from controller.dashboard.login import login_router
 from controller.errors import (
@@ -71,6 +71,7 @@ from controller.errors import (
     NotFound,
     RangeNotSatisfiable,
     ShuttingDown,
+    StorageError,
     TooManyNodes,
 )
 from controller.services import Services
@@ -90,6 +91,7 @@ _STATUS: list[tuple[type[ControllerError], int]] = [
     (RangeNotSatisfiable, 416),
     (DatabaseError, 503),
     (BusError, 503),
+    (StorageError, 503),
     (ShuttingDown, 503),
 ]
 
@@ -336,7 +338,9 @@ def _artifacts(services: Services) -> APIRouter:
         openapi_extra=RANGE_PARAMETER,
     )
     def download_artifact(sha256: str, request: Request) -> Response:
-        """The artifact's bytes; honours a single ``Range: bytes=...``."""
+        """The artifact's bytes; honours a single ``Range: bytes=...``. With
+        ``--artifact-redirect``, a 307 to a presigned URL of the object store instead (send
+        the same ``Range`` there)."""
         return _artifact_response(sha256, request)
 
     @router.head(
@@ -352,6 +356,8 @@ def _artifacts(services: Services) -> APIRouter:
 
     def _artifact_response(sha256: str, request: Request) -> Response:
         artifact = services.store.get(sha256)
+        if request.method == "GET" and (url := services.store.presigned_url(sha256)):
+            return RedirectResponse(url, status_code=307, headers={"Cache-Control": "no-store"})
         byte_range = plan_range(request.headers.get("range"), artifact.size)
         headers = {"Accept-Ranges": "bytes", "ETag": f'"{artifact.sha256}"'}
         if byte_range is None:
@@ -363,7 +369,7 @@ def _artifacts(services: Services) -> APIRouter:
         if request.method == "HEAD":
             return Response(status_code=status, headers=headers)
         return StreamingResponse(
-            iter_range(artifact.path, start, end),
+            services.store.open_range(sha256, start, end),
             status_code=status,
             headers=headers,
             media_type="application/octet-stream",

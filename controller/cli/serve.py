@@ -8,6 +8,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import click
 
@@ -24,6 +25,7 @@ from controller.settings import (
     DEFAULT_REFERENCE_TIMEOUT_S,
     S3_ADDRESSING,
     ObjectStoreSettings,
+    S3Addressing,
     Settings,
     check_replica_id,
     default_data_dir,
@@ -425,11 +427,7 @@ def _object_store(
         prefix=prefix,
         endpoint_url=endpoint,
         region=region,
-        addressing="path"
-        if addressing == "path"
-        else "virtual"
-        if addressing == "virtual"
-        else "auto",
+        addressing=cast("S3Addressing", addressing),  # one of S3_ADDRESSING (click.Choice)
         cache_bytes=cache_bytes,
         redirect_s=redirect_s,
     )

@@ -172,13 +172,13 @@ class Catalog:
     def _sample_path(self, given: WarmupSpec) -> Path | None:
         if given.inputs_sha256 is None:
             return None
-        path = self._store.path_of(given.inputs_sha256)  # InvalidInput unless a sha256
-        if not path.is_file():
+        try:
+            return self._store.local_path(given.inputs_sha256)  # InvalidInput unless a sha256
+        except NotFound as exc:
             raise InvalidInput(
                 f"no artifact {given.inputs_sha256} for the sample inputs: upload the NPZ first "
                 "(POST /api/v1/artifacts; `jetfleet models push --inputs` does)"
-            )
-        return path
+            ) from exc
 
     def _recompute(
         self, existing: VersionRecord, model: Path, given: WarmupSpec | None
@@ -243,7 +243,7 @@ class Catalog:
         against it.
         """
         record = self.require_version(name, version)
-        onnx_bytes = self._store.path_of(record.sha256).read_bytes()
+        onnx_bytes = self._store.local_path(record.sha256).read_bytes()
         try:
             store_reference(self._store, record.sha256, onnx_bytes, npz_bytes)
         except ReferenceOutputsError as exc:

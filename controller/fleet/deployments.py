@@ -264,12 +264,8 @@ class Fleet:
         """Publish each (device, generation, slots) as its retained desired document."""
         if not docs:
             return
-        refs = {
-            s.sha256: r
-            for _, _, slots in docs
-            for s in slots
-            if (r := self._catalog.reference(s.sha256))
-        }
+        shas = sorted({s.sha256 for _, _, slots in docs for s in slots})
+        refs = {sha: r for sha in shas if (r := self._catalog.reference(sha))}
         now = self._clock()
         signed = self._signer.documents(docs) if self._signer is not None else {}
         jobs = self._pending_jobs([d for d, _, _ in docs]) if self._pending_jobs else {}

@@ -1,7 +1,7 @@
 """The analysis thread keeps analysing after an unexpected error (it used to stop for good, and
 every later push stayed "analysis pending"): the next pushed version is still analysed. Real
 SQLite, real artifact store, the real analysis child process; the injected failure is an
-artifact store whose path lookup raises once."""
+artifact store whose local-file lookup raises once."""
 
 from __future__ import annotations
 
@@ -17,16 +17,16 @@ from tests.integration.controller.conftest import poll
 
 
 class StoreFailingOnce(ArtifactStore):
-    """The artifact store; once armed, its next path lookup raises an unexpected error."""
+    """The artifact store; once armed, its next local-file lookup raises an unexpected error."""
 
     armed = False
     failed = False
 
-    def path_of(self, sha256: str) -> Path:
+    def local_path(self, sha256: str) -> Path:
         if self.armed and not self.failed:
             self.failed = True
             raise RuntimeError("injected: the artifact store could not be read")
-        return super().path_of(sha256)
+        return super().local_path(sha256)
 
 
 def store_model(store: ArtifactStore, data: bytes) -> tuple[str, int]:

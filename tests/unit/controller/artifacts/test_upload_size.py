@@ -32,7 +32,11 @@ def test_an_upload_of_exactly_the_bound_is_stored(tmp_path: Path) -> None:
     pending.write(b"abcd")
     stored = pending.commit()
     assert stored.size == 4
-    assert stored.path.read_bytes() == b"abcd"
+    assert store.local_path(stored.sha256).read_bytes() == b"abcd"
+    assert (
+        store.local_path(stored.sha256)
+        == tmp_path / "artifacts" / stored.sha256[:2] / stored.sha256
+    )
 
 
 def test_bounds_must_be_positive_and_sizes_are_checked_inclusively(tmp_path: Path) -> None:
