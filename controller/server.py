@@ -214,6 +214,7 @@ class Controller:
             fleet,
             lease_ttl_s=s.rollout_lease_ttl_s,
             holder=f"{s.resolved_replica_id()}-{uuid.uuid4().hex[:6]}",
+            on_lead=self._republish_soon,
         )
         self.rollout_loop = rollout_loop
         rollouts = RolloutService(rollout_store, repo, catalog, configs, wake=rollout_loop.wake)
@@ -320,9 +321,19 @@ class Controller:
             self._sock = None
 
     def _republish_soon(self) -> None:
-        """After every (re)connect, republish desired documents off the network thread."""
+        """After every (re)connect, republish desired documents off the network thread.
+
+        Only the replica holding the rollout lease does (issue 17): three replicas starting
+        together, or reconnecting after a broker restart, publish every device's document once,
+        not three times. A replica that takes the lease republishes then, so a leader that died
+        before its broker came back is made up for by the next one.
+        """
         services = self.services
         if services is None:
+            return
+        loop = self.rollout_loop
+        if loop is not None and not loop.leader:
+            logger.info("desired documents are republished by the replica running the rollouts")
             return
 
         def republish() -> None:

@@ -95,8 +95,11 @@ class RolloutLoop:
         lease_ttl_s: float = 10.0,
         clock: Callable[[], datetime] = utcnow,
         holder: str | None = None,
+        on_lead: Callable[[], None] | None = None,
     ) -> None:
         self._store = store
+        self._on_lead = on_lead
+        """Called (on the loop's thread) each time this replica takes the lease."""
         self._repo = repo
         self._fleet = fleet
         self._interval = interval_s
@@ -166,9 +169,12 @@ class RolloutLoop:
         ):
             return True
         if self._store.hold_lease(LEASE, self.holder, self._ttl, now):
-            if self._lease_until is None:
-                logger.info("%s runs the rollouts (lease taken)", self.holder)
+            taken = self._lease_until is None
             self._lease_until = now + timedelta(seconds=self._ttl)
+            if taken:
+                logger.info("%s runs the rollouts (lease taken)", self.holder)
+                if self._on_lead is not None:
+                    self._on_lead()
             return True
         self._lease_until = None
         return False
