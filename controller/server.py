@@ -255,10 +255,16 @@ class Controller:
             bind_client_ids(broker_side.admin, identities)
         rollout_loop.start()
         self._stoppers.append(rollout_loop.stop)
-        job_loop = JobLoop(jobs)
+
+        # Singleton work runs in the replica holding the rollout lease (issue 17): job events
+        # and re-signing, like the rollouts and the republishing of desired documents.
+        def leads() -> bool:
+            return rollout_loop.leader
+
+        job_loop = JobLoop(jobs, active=leads)
         job_loop.start()
         self._stoppers.append(job_loop.stop)
-        refresher = SignatureRefresher(signer.stale, fleet.republish_all)
+        refresher = SignatureRefresher(signer.stale, fleet.republish_all, active=leads)
         refresher.start()
         self._stoppers.append(refresher.stop)
         config = uvicorn.Config(

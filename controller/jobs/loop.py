@@ -8,12 +8,17 @@ end the thread without a word: jobs stayed ``running`` in ``jetfleet jobs ls`` a
 in their devices' documents. Now the thread runs under :class:`shared.supervision.Supervised`
 (``restart``): the crash is logged with the thread's name and the loop runs again after a
 back-off, starting with a full scan (what a crash interrupted is applied then).
+
+With several replicas only the one running the rollouts follows job events (``active``, issue
+17): two replicas applying the same event would both write its outcome and republish the
+device's document. A replica that becomes active starts with a full scan.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from controller.errors import ControllerError
 from controller.jobs.service import JobService
@@ -30,8 +35,15 @@ FULL_SCAN_S = 60.0
 class JobLoop:
     """Calls :meth:`JobService.sync` every :data:`SYNC_S` on its own supervised thread."""
 
-    def __init__(self, service: JobService, interval_s: float = SYNC_S) -> None:
+    def __init__(
+        self,
+        service: JobService,
+        interval_s: float = SYNC_S,
+        *,
+        active: Callable[[], bool] = lambda: True,
+    ) -> None:
         self._service = service
+        self._active = active
         self._last_full = float("-inf")
         self._loop = Periodic("jetfleet-jobs", self._tick, interval_s)
 
@@ -47,6 +59,9 @@ class JobLoop:
         self._loop.stop()
 
     def _tick(self) -> None:
+        if not self._active():
+            self._last_full = float("-inf")  # another replica follows them; a full scan if we do
+            return
         now = time.monotonic()
         full = now - self._last_full >= FULL_SCAN_S
         previous = self._last_full

@@ -35,7 +35,11 @@ class SignatureRefresher:
         stale: Callable[[], bool],
         republish: Callable[[], int],
         interval_s: float = INTERVAL_S,
+        *,
+        active: Callable[[], bool] = lambda: True,
     ) -> None:
+        self._active = active
+        """False in a replica that does not run the rollouts: the one that does re-signs."""
         self._stale = stale
         self._republish = republish
         self._loop = Periodic("jetfleet-resign", self._tick, interval_s)
@@ -52,6 +56,8 @@ class SignatureRefresher:
         self._loop.stop()
 
     def _tick(self) -> None:
+        if not self._active():
+            return
         try:
             if self._stale():
                 count = self._republish()
