@@ -82,3 +82,57 @@ def test_stored_reports_that_no_longer_validate_are_left_out(engine: Engine) -> 
     assert device.reported == (SERVING,)
     assert device.device_facts is None
     assert EngineStoreDb(engine).device_facts("gw-1") is None
+
+
+def test_an_older_generation_reported_later_does_not_replace_a_newer_one(engine: Engine) -> None:
+    """Every replica stores every report it receives, each in its own order: a replica behind
+    the others writes a device's generation-2 report after another wrote generation 3. That
+    stale write used to win, and if the lagging replica died before it reached the newer report
+    (kill -9 mid-rollout), the device stayed at generation 2 until it reported again, and its
+    rollout target timed out."""
+    repo = Repository(engine)
+    report(repo)  # generation 3, det serving 2
+    older = SlotStatus(
+        name="det", desired_version="2", phase=SlotPhase.DOWNLOADING, updated_at=NOW
+    )
+    later = datetime(2026, 3, 1, 12, 0, 5, tzinfo=timezone.utc)
+    repo.record_reported(
+        ReportedState(
+            device_id="gw-1",
+            observed_generation=2,
+            reported_at=NOW,
+            slots=(older,),
+            facts=FACTS,
+            agent_version="test",
+        ),
+        later,
+    )
+    device = repo.device("gw-1")
+    assert device.observed_generation == 3
+    assert device.reported == (SERVING, FAILED)
+    assert device.last_seen == later  # the message still shows the device is alive
+
+    newer = SERVING.model_copy(update={"desired_version": "3", "active_version": "3"})
+    repo.record_reported(
+        ReportedState(
+            device_id="gw-1",
+            observed_generation=3,
+            reported_at=later,
+            slots=(newer,),
+            facts=FACTS,
+            agent_version="test",
+        ),
+        later,
+    )
+    assert repo.device("gw-1").reported == (newer,)  # the same generation still moves on
+
+
+def test_the_first_report_of_an_unknown_device_creates_it(engine: Engine) -> None:
+    repo = Repository(engine)
+    report(repo)
+    device = repo.device("gw-1")
+    assert (device.observed_generation, device.reported, device.last_seen) == (
+        3,
+        (SERVING, FAILED),
+        NOW,
+    )
