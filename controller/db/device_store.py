@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, load_only
 
 from controller.db.schema import Artifact, Deployment, Device, ModelVersion, utcnow
 from controller.db.session import SessionStore
@@ -87,17 +87,39 @@ class DeviceStore(SessionStore):
     def change_each(
         self, plans: Mapping[str, Callable[[tuple[PlannedSlot, ...]], SlotPlan]]
     ) -> list[SlotChange]:
-        """Apply each device's own plan to its slots in one transaction; bump changed ones."""
+        """Apply each device's own plan to its slots in one transaction; bump changed ones.
+
+        The devices are locked, and their slots and deployments read, a chunk of ids at a
+        time rather than one device at a time (a rollout wave of 5,000 devices took five
+        queries per device); rows are locked in id order, so two of these never deadlock.
+        """
+        ids = list(plans)
         changes: list[SlotChange] = []
         with self._tx() as session:
-            for device_id, plan in plans.items():
-                device = session.get(Device, device_id, with_for_update=True)
-                if device is None:
-                    raise NotFound(f"unknown device '{device_id}'")
-                current = _slots_by_device(session, [device_id]).get(device_id, ())
-                outcome = plan(current)
+            devices: dict[str, Device] = {}
+            for chunk in _chunks(sorted(ids)):
+                query = (
+                    select(Device)
+                    .options(load_only(Device.id, Device.desired_generation))
+                    .where(Device.id.in_(chunk))
+                    .order_by(Device.id)
+                )
+                devices.update(
+                    (d.id, d) for d in session.execute(query.with_for_update()).scalars()
+                )
+            missing = next((d for d in ids if d not in devices), None)
+            if missing is not None:
+                raise NotFound(f"unknown device '{missing}'")
+            current: dict[str, tuple[PlannedSlot, ...]] = {}
+            for chunk in _chunks(ids):
+                current.update(_slots_by_device(session, chunk))
+            outcomes = {d: plan(current.get(d, ())) for d, plan in plans.items()}
+            rewrite = [d for d, o in outcomes.items() if o.changed or o.rewrite]
+            existing = _deployments_of(session, rewrite)
+            for device_id, outcome in outcomes.items():
+                device = devices[device_id]
                 if outcome.changed or outcome.rewrite:
-                    _write_slots(session, device_id, outcome.slots)
+                    _write_slots(session, device_id, outcome.slots, existing.get(device_id, {}))
                 if outcome.changed:
                     device.desired_generation += 1
                 changes.append(
@@ -184,13 +206,32 @@ def _slots_by_device(
     return {k: tuple(v) for k, v in result.items()}
 
 
-def _write_slots(session: Session, device_id: str, slots: tuple[PlannedSlot, ...]) -> None:
-    existing = {
-        d.model: d
-        for d in session.execute(select(Deployment).where(Deployment.device_id == device_id))
-        .scalars()
-        .all()
-    }
+_CHUNK = 1000
+"""Ids per ``IN (...)`` list (SQLite allows 32,766 parameters, PostgreSQL 65,535)."""
+
+
+def _chunks(ids: Sequence[str]) -> list[list[str]]:
+    return [list(ids[i : i + _CHUNK]) for i in range(0, len(ids), _CHUNK)]
+
+
+def _deployments_of(
+    session: Session, device_ids: Sequence[str]
+) -> dict[str, dict[str, Deployment]]:
+    """Device → model → its deployment row, for these devices."""
+    found: dict[str, dict[str, Deployment]] = {}
+    for chunk in _chunks(device_ids):
+        rows = session.execute(select(Deployment).where(Deployment.device_id.in_(chunk)))
+        for d in rows.scalars():
+            found.setdefault(d.device_id, {})[d.model] = d
+    return found
+
+
+def _write_slots(
+    session: Session,
+    device_id: str,
+    slots: tuple[PlannedSlot, ...],
+    existing: dict[str, Deployment],
+) -> None:
     wanted = {s.name for s in slots}
     for name, dep in existing.items():
         if name not in wanted:
