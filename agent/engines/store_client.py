@@ -2,7 +2,8 @@
 
 ``GET/PUT /api/v1/engines/{key}`` (manifests, one per tuning tag; GET takes ``?tuning=``),
 ``POST/DELETE /api/v1/engines/{key}/lease`` (who builds, per key and tuning tag),
-``POST /api/v1/artifacts`` and ``GET /api/v1/artifacts/{sha}`` (the bytes).
+``POST /api/v1/artifacts`` and ``GET /api/v1/artifacts/{sha}`` (the bytes, possibly through a
+redirect to a presigned object-store URL; the sha256 is checked either way).
 HTTP goes through :mod:`agent.link.http`, whose one classification decides the error:
 :class:`StoreUnavailable` (transient: no answer, 408, 425, 429, 5xx; the device builds alone)
 and :class:`StoreRejected` (the store said no: a 4xx it should not give).
@@ -58,7 +59,11 @@ class StoreClient:
         :func:`agent.link.http.controller_tls` (True: the system's CA store)."""
 
         self.base_url = base_url.rstrip("/")
-        self._http = HttpClient(self.base_url, token=token, verify=verify, timeout_s=timeout_s)
+        # follow a download's redirect to a presigned object-store URL (--artifact-redirect); the
+        # token is not sent there (httpx drops Authorization on a redirect to another origin)
+        self._http = HttpClient(
+            self.base_url, token=token, verify=verify, timeout_s=timeout_s, follow_redirects=True
+        )
 
     def close(self) -> None:
         self._http.close()

@@ -7,6 +7,9 @@ HTTP goes through :mod:`agent.link.http`: the agent's API token goes only to the
 origin (``controller_url``), never to another host an artifact URL might name, and an answer the
 server may give differently later (408, 425, 429, 5xx, no answer) is a :class:`DownloadError`
 (retried, resuming the partial file) while any other 4xx is :class:`ArtifactUnavailable`.
+A redirect (a controller started with ``--artifact-redirect`` answers 307 to a presigned
+object-store URL) is followed with the same ``Range``, without the token; the bytes are
+verified the same way.
 """
 
 from __future__ import annotations

@@ -77,8 +77,8 @@ class S3Backend:
                 ) from exc
             if code in _DENIED:
                 raise StorageError(
-                    f"{self.endpoint} refused the credentials for bucket {self.bucket!r} "
-                    f"(HTTP {_status(exc)} {code}): check AWS_ACCESS_KEY_ID and "
+                    f"the object store at {self.endpoint} refused the credentials for bucket "
+                    f"{self.bucket!r} ({_answer(exc)}): check AWS_ACCESS_KEY_ID and "
                     "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE) and the bucket's policy"
                 ) from exc
             if code in {"301", "PermanentRedirect", "AuthorizationHeaderMalformed"}:
@@ -248,10 +248,10 @@ class S3Backend:
             code = _code(exc)
             if code in _DENIED:
                 return StorageError(
-                    f"{where} refused to {what} (HTTP {_status(exc)} {code}): check "
+                    f"{where} refused to {what} ({_answer(exc)}): check "
                     "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY and the bucket's policy"
                 )
-            return StorageError(f"{where} could not {what}: HTTP {_status(exc)} {code}")
+            return StorageError(f"{where} could not {what}: {_answer(exc)}")
         return StorageError(f"{where} could not {what}: {exc}")
 
 
@@ -281,5 +281,8 @@ def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-def _status(exc: ClientError) -> int:
-    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+def _answer(exc: ClientError) -> str:
+    """``HTTP 403 AccessDenied`` (or ``HTTP 403`` when the server gave no other code)."""
+    status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", "?"))
+    code = _code(exc)
+    return f"HTTP {status}" if code in ("", status) else f"HTTP {status} {code}"

@@ -3,7 +3,8 @@
 Each replica is started the way a deployment starts it: the schema is upgraded once first
 (``jetfleet db upgrade``), then every replica runs ``jetfleet serve`` with the same database,
 broker, topic prefix and data directory (the artifact store and the fleet signing key on a
-shared mount) and its own HTTP port; they start at the same time. Each one's log goes to
+shared mount; ``test_object_store_replicas`` gives each its own and an S3 bucket) and its own
+HTTP port; they start at the same time. Each one's log goes to
 ``<tmp>/replica-<i>.log``; a test that fails shows the tail of every log.
 """
 
@@ -120,6 +121,11 @@ class Cluster:
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
+    def own_args(self, index: int) -> list[str]:
+        """The options of replica ``index`` beyond the shared ones: here its data directory,
+        one shared mount for all (a variant without a shared disk gives each its own)."""
+        return ["--data-dir", str(self.data_dir)]
+
     def start(self, n: int) -> list[Replica]:
         """Upgrade the schema once, then start ``n`` replicas at once and wait for all."""
         cli = [sys.executable, "-m", "controller"]
@@ -137,8 +143,6 @@ class Cluster:
             self.db_url,
             "--broker",
             self.broker_url,
-            "--data-dir",
-            str(self.data_dir),
             "--topic-prefix",
             self.prefix,
         ]
@@ -147,7 +151,7 @@ class Cluster:
             log = self.tmp / f"replica-{i}.log"
             # A stable name per replica, as a deployment gives each one: its telemetry sessions
             # on the broker keep it, and the replicas split telemetry (a shared subscription).
-            named = [*args, "--replica-id", f"{self.run_id}-r{i}"]
+            named = [*args, "--replica-id", f"{self.run_id}-r{i}", *self.own_args(i)]
             self.replicas.append(Replica(i, named, self._env(), log).start())
         for replica in self.replicas[first:]:
             poll(replica.ready, START_TIMEOUT_S, f"replica {replica.index} to answer /healthz")
