@@ -92,9 +92,7 @@ def test_an_older_generation_reported_later_does_not_replace_a_newer_one(engine:
     rollout target timed out."""
     repo = Repository(engine)
     report(repo)  # generation 3, det serving 2
-    older = SlotStatus(
-        name="det", desired_version="2", phase=SlotPhase.DOWNLOADING, updated_at=NOW
-    )
+    older = SlotStatus(name="det", desired_version="2", phase=SlotPhase.DOWNLOADING, updated_at=NOW)
     later = datetime(2026, 3, 1, 12, 0, 5, tzinfo=timezone.utc)
     repo.record_reported(
         ReportedState(
