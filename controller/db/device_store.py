@@ -91,7 +91,9 @@ class DeviceStore(SessionStore):
 
         The devices are locked, and their slots and deployments read, a chunk of ids at a
         time rather than one device at a time (a rollout wave of 5,000 devices took five
-        queries per device); rows are locked in id order, so two of these never deadlock.
+        queries per device); rows are locked in id order (``FOR NO KEY UPDATE``, which leaves
+        foreign-key checks alone), as the telemetry writer locks them, so none of these
+        deadlock.
         """
         ids = list(plans)
         changes: list[SlotChange] = []
@@ -105,7 +107,8 @@ class DeviceStore(SessionStore):
                     .order_by(Device.id)
                 )
                 devices.update(
-                    (d.id, d) for d in session.execute(query.with_for_update()).scalars()
+                    (d.id, d)
+                    for d in session.execute(query.with_for_update(key_share=True)).scalars()
                 )
             missing = next((d for d in ids if d not in devices), None)
             if missing is not None:

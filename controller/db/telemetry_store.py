@@ -121,8 +121,20 @@ class TelemetryStore(TelemetryReads):
         return dialect.insert(table).on_conflict_do_nothing(index_elements=keys)
 
     def _touch_devices(self, conn: Connection, device_ids: list[str], now: datetime) -> None:
+        """Create missing devices and move ``last_seen``, locking the rows in id order first.
+
+        A deployment (``change_each``) locks its devices in id order too; an UPDATE on its own
+        locks rows in the order its scan meets them, and the two deadlocked.
+        """
         table = _DEVICES
         conn.execute(self._insert_on_conflict(table, ["id"]), [{"id": d} for d in device_ids])
+        if self._pg:
+            conn.execute(
+                select(table.c.id)
+                .where(table.c.id.in_(device_ids))
+                .order_by(table.c.id)
+                .with_for_update(key_share=True)
+            )
         conn.execute(update(table).where(table.c.id.in_(device_ids)).values(last_seen=now))
 
     def _insert_samples(self, conn: Connection, samples: Sequence[Telemetry]) -> int:
