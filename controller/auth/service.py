@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -163,17 +164,25 @@ class AccessControl:
 
 
 def write_secret_file(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically, readable by the owner only (0600)."""
+    """Write ``text`` to ``path`` atomically, readable by the owner only (0600).
+
+    The temporary file's name is this writer's own: replicas starting together on one data
+    directory write the file at once, and with one shared name the losers' rename failed.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, text.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def bootstrap_admin(access: AccessControl, data_dir: Path, url: str) -> Path | None:
