@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, IntegrityError, SQLAlchemyError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    DisconnectionError,
+    IntegrityError,
+    SQLAlchemyError,
+)
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from sqlalchemy.orm import Session, sessionmaker
 
 from controller.errors import DatabaseError, InvalidInput
@@ -61,6 +70,35 @@ def describe(exc: Exception) -> str:
     original = getattr(exc, "orig", None) or exc
     lines = [line.strip() for line in str(original).splitlines() if line.strip()]
     return f"{type(original).__name__}: {lines[0] if lines else 'no details'}"
+
+
+_SQLITE_BUSY = ("database is locked", "database table is locked", "disk i/o error")
+
+
+def unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` (a :class:`DatabaseError` raised from a driver error, or that error)
+    says the database cannot take work right now rather than that it refuses this work: a
+    connection refused, cut or invalidated, a server shutting down or starting up, out of
+    connections, a pool timeout, a deadlock or a lock timeout, a busy SQLite file. The same
+    write may succeed later. A refusal of the data (a constraint, a value out of range, a
+    missing table) is not this."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, DBAPIError) and current.connection_invalidated:
+            return True
+        if isinstance(current, (DisconnectionError, SQLAlchemyTimeoutError)):
+            return True
+        if isinstance(current, psycopg.OperationalError):
+            return True  # SQLSTATE classes 08, 40, 53, 55, 57, 58 and psycopg's own failures
+        if isinstance(current, sqlite3.OperationalError):
+            return any(s in str(current).lower() for s in _SQLITE_BUSY)
+        orig = getattr(current, "orig", None)
+        current = (
+            orig if isinstance(orig, BaseException) else (current.__cause__ or current.__context__)
+        )
+    return False
 
 
 @contextmanager

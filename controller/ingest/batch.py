@@ -17,6 +17,15 @@ written, or given up message by message (what the database still refuses then is
 dropped: acknowledging it is what stops the broker from sending a poison message for ever). The
 ingest link uses it to write a read's PUBACKs only then.
 
+A database that cannot be reached (issue 18: PostgreSQL restarted, a connection refused or cut,
+the server shutting down; :func:`controller.db.session.unavailable`) is not a refusal of the
+data: the writer holds the batch and writes it again (:class:`controller.ingest.outage.Outage`:
+back-off, ``outage_limit_s``, one line when it starts and one when the database is back). Its
+``done`` markers wait, so the broker keeps those messages unacknowledged meanwhile. Past the
+limit the batch is given up as above. Stopping during an outage leaves the batch
+unacknowledged (neither stored nor dropped, and no later ``done`` marker runs): the broker
+sends it again to the next session under the same client id.
+
 Concurrency: ``submit``, ``after_written``, ``drain``, ``stats`` and ``absorb`` run on any thread
 and share the queue and counters under ``_cond``; ``_pending`` and ``_crashes`` belong to the
 writer thread. ``done`` callables run on the writer thread and must not block.
@@ -33,8 +42,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from controller.db.schema import utcnow
+from controller.db.session import unavailable
 from controller.db.telemetry_store import Retention, TelemetryStore
 from controller.errors import ControllerError
+from controller.ingest.outage import OUTAGE_LIMIT_S, Outage
 from shared.messages import Event, Telemetry
 from shared.supervision import Supervised
 
@@ -107,6 +118,7 @@ class IngestBatcher:
         retention: Retention | None = None,
         upkeep_every_s: float = 10.0,
         clock: Callable[[], datetime] = utcnow,
+        outage_limit_s: float = OUTAGE_LIMIT_S,
     ) -> None:
         self._store = store
         self._capacity = capacity
@@ -114,6 +126,7 @@ class IngestBatcher:
         self._linger = linger_s
         self._retention = retention or Retention()
         self._upkeep_every = upkeep_every_s
+        self._outage_limit = outage_limit_s
         self._clock = clock
         self._items: deque[Item] = deque()
         self._cond = threading.Condition()
@@ -124,6 +137,8 @@ class IngestBatcher:
         """The batch being written; still set after the writer crashed on it (see ``_run``)."""
         self._crashes = 0
         """How many runs of the writer crashed on ``_pending``."""
+        self._holding_acks = False
+        """Set once a batch was left unacknowledged while stopping (see ``_release``)."""
         self._dirty: set[tuple[str, datetime]] = set()
         self._last_upkeep = time.monotonic()
         self._rate_window: deque[tuple[float, int]] = deque(maxlen=64)
@@ -142,6 +157,7 @@ class IngestBatcher:
     def start(self) -> None:
         """Start the writer thread (supervised: restarted after a crash)."""
         self._stopping = False
+        self._holding_acks = False
         self._writer = Supervised("jetfleet-ingest", self._run, policy="restart", logger=logger)
         self._writer.start()
 
@@ -302,7 +318,7 @@ class IngestBatcher:
             [m for m in batch if isinstance(m, Telemetry)],
             [m for m in batch if isinstance(m, Event)],
         )
-        _call(batch)
+        self._done(batch)
 
     def _write(self, batch: list[Item]) -> None:
         self._pending = batch
@@ -313,21 +329,44 @@ class IngestBatcher:
             with self._cond:
                 self._in_flight = 0
                 self._cond.notify_all()
-            _call(batch)
+            self._done(batch)
             return
-        for attempt in range(_ATTEMPTS):
+        attempt = 0
+        outage: Outage | None = None
+        while True:
             try:
                 result = self._store.write_batch(samples, events, self._clock())
                 break
             except ControllerError as exc:
                 with self._cond:
                     self._errors += 1
-                logger.error("storing %d telemetry messages failed: %s", len(batch), exc)
-                if self._stopping or attempt == _ATTEMPTS - 1:
+                if unavailable(exc):
+                    what = f"{len(samples) + len(events)} telemetry messages"
+                    outage = outage or Outage(what, self._outage_limit, exc)
+                    if self._stopping:
+                        logger.warning(
+                            "stopping while the database is unavailable: %s left unacknowledged "
+                            "(the broker sends them again to the next session)",
+                            what,
+                        )
+                        self._release()
+                        return
+                    if outage.holds():
+                        outage.pause()
+                        continue
+                    outage.give_up(exc)
                     self._give_up(samples, events)
-                    _call(batch)
+                    self._done(batch)
                     return
-                time.sleep(0.5 * 2**attempt)  # back off while the database recovers
+                logger.error("storing %d telemetry messages failed: %s", len(batch), exc)
+                attempt += 1
+                if self._stopping or attempt >= _ATTEMPTS:
+                    self._give_up(samples, events)
+                    self._done(batch)
+                    return
+                time.sleep(0.5 * 2 ** (attempt - 1))  # back off while the database recovers
+        if outage is not None:
+            outage.over()
         self._pending, self._crashes = [], 0
         with self._cond:
             self._samples += result.samples_inserted
@@ -340,7 +379,22 @@ class IngestBatcher:
             self._cond.notify_all()
         if self.on_written is not None:
             self.on_written(len(samples) + len(events))
-        _call(batch)
+        self._done(batch)
+
+    def _done(self, batch: list[Item]) -> None:
+        """Run the ``done`` markers of ``batch`` unless a batch was left unacknowledged while
+        stopping: a marker may stand for a read split over that batch and this one."""
+        if not self._holding_acks:
+            _call(batch)
+
+    def _release(self) -> None:
+        """Forget the batch in flight without storing, dropping or acknowledging it; no
+        ``done`` marker runs after this until the next ``start``."""
+        self._holding_acks = True
+        self._pending, self._crashes = [], 0
+        with self._cond:
+            self._in_flight = 0
+            self._cond.notify_all()
 
     def _give_up(self, samples: list[Telemetry], events: list[Event]) -> None:
         """Store the batch one message at a time; count those the database still refuses."""

@@ -2,6 +2,12 @@
 
 Reported state and presence are stored as they arrive; telemetry and events go through the
 batched writer (:class:`controller.ingest.batch.IngestBatcher`) and count as accepted once written.
+While the database cannot be reached (issue 18: PostgreSQL restarting;
+:func:`controller.db.session.unavailable`) a reported state or presence is stored again with
+back-off (:class:`controller.ingest.outage.Outage`) for up to ``outage_limit_s``, holding its
+inbox lane (order is kept; the inbox bounds what waits behind it): the broker already had it
+acknowledged, and an agent reports again only when something changes, so a dropped report
+would leave the device's stored state stale.
 
 A payload over ``max_payload_bytes`` is dropped before it is decoded; it counts as rejected on its
 channel and is logged at most once per device and window (:class:`LogThrottle`), so one device
@@ -21,9 +27,11 @@ from pydantic import BaseModel, ValidationError
 
 from controller.db.repository import Repository
 from controller.db.schema import utcnow
+from controller.db.session import unavailable
 from controller.errors import ControllerError
 from controller.ingest.batch import IngestBatcher
 from controller.ingest.log_throttle import LogThrottle
+from controller.ingest.outage import OUTAGE_LIMIT_S, Outage
 from controller.records import IngestCounts
 from controller.settings import DEFAULT_MAX_MQTT_PAYLOAD_BYTES
 from shared.codec import MESSAGE_TYPES, MessageError, decode_for
@@ -59,8 +67,10 @@ class Ingest:
         max_payload_bytes: int = DEFAULT_MAX_MQTT_PAYLOAD_BYTES,
         log_throttle: LogThrottle | None = None,
         is_revoked: Callable[[str], bool] | None = None,
+        outage_limit_s: float = OUTAGE_LIMIT_S,
     ) -> None:
         self._repo = repo
+        self._outage_limit = outage_limit_s
         self._is_revoked = is_revoked
         """True for a revoked device: its presence stays offline (a retained "online" status
         left on the broker would otherwise bring it back after a controller restart)."""
@@ -119,7 +129,7 @@ class Ingest:
             self._batcher.submit(message)  # counted as accepted once written
             return
         try:
-            self._store(message, self._clock())
+            self._store_through_outage(message, channel, device_id)
         except ControllerError as exc:
             logger.error("could not store %s from %s: %s", channel.value, device_id, exc)
             return
@@ -179,6 +189,26 @@ class Ingest:
         with self._lock:
             self._rejected[channel.value] += 1
             self._last_rejection = line
+
+    def _store_through_outage(self, message: BaseModel, channel: Channel, device_id: str) -> None:
+        """:meth:`_store`, tried again while the database cannot be reached (see the module)."""
+        outage: Outage | None = None
+        while True:
+            try:
+                self._store(message, self._clock())
+            except ControllerError as exc:
+                if not unavailable(exc):
+                    raise
+                what = f"{channel.value} from {device_id}"
+                outage = outage or Outage(what, self._outage_limit, exc)
+                if not outage.holds():
+                    outage.give_up(exc)
+                    raise
+                outage.pause()
+                continue
+            if outage is not None:
+                outage.over()
+            return
 
     def _store(self, message: BaseModel, now: datetime) -> None:
         """Store reported state or presence (telemetry and events go to the batcher)."""
