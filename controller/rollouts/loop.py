@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -96,6 +97,7 @@ class RolloutLoop:
         clock: Callable[[], datetime] = utcnow,
         holder: str | None = None,
         on_lead: Callable[[], None] | None = None,
+        max_tick_s: float | None = None,
     ) -> None:
         self._store = store
         self._on_lead = on_lead
@@ -107,9 +109,15 @@ class RolloutLoop:
         self._clock = clock
         self.holder = holder or f"controller-{uuid.uuid4().hex[:12]}"
         self._lease_until: datetime | None = None
+        self._lease_lock = threading.Lock()
+        self._max_tick = max_tick_s if max_tick_s is not None else max(60.0, 6 * lease_ttl_s)
+        """A tick running longer than this is stuck: the lease is no longer renewed for it."""
+        self._tick_began: float | None = None
+        self._tick_ended: float | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._guard: Supervised | None = None
+        self._renewer: Supervised | None = None
 
     @property
     def restarts(self) -> int:
@@ -120,6 +128,10 @@ class RolloutLoop:
         self._stop.clear()
         self._guard = Supervised("jetfleet-rollouts", self._run, policy="restart", stop=self._stop)
         self._guard.start()
+        self._renewer = Supervised(
+            "jetfleet-rollout-lease", self._renew, policy="restart", stop=self._stop
+        )
+        self._renewer.start()
 
     def stop(self) -> None:
         """Stop the thread and give the lease up, so another replica takes over at once."""
@@ -128,6 +140,9 @@ class RolloutLoop:
         if self._guard is not None:
             self._guard.join(30)
             self._guard = None
+        if self._renewer is not None:
+            self._renewer.join(30)
+            self._renewer = None
         if self._lease_until is not None:
             try:
                 self._store.release_lease(LEASE, self.holder)
@@ -157,27 +172,59 @@ class RolloutLoop:
         now = self._clock()
         if not self._hold(now):
             return False
-        for rollout_id in self._store.to_run():
-            if self._stop.is_set():
-                break
-            self._tick(self._store.get(rollout_id), self._clock())
+        self._tick_began = time.monotonic()
+        try:
+            for rollout_id in self._store.to_run():
+                if self._stop.is_set():
+                    break
+                self._tick(self._store.get(rollout_id), self._clock())
+        finally:
+            self._tick_began, self._tick_ended = None, time.monotonic()
         return True
 
-    def _hold(self, now: datetime) -> bool:
-        if self._lease_until is not None and now < self._lease_until - timedelta(
-            seconds=self._ttl / 2
-        ):
-            return True
-        if self._store.hold_lease(LEASE, self.holder, self._ttl, now):
-            taken = self._lease_until is None
-            self._lease_until = now + timedelta(seconds=self._ttl)
-            if taken:
-                logger.info("%s runs the rollouts (lease taken)", self.holder)
-                if self._on_lead is not None:
-                    self._on_lead()
-            return True
-        self._lease_until = None
-        return False
+    def _hold(self, now: datetime, renew: bool = False) -> bool:
+        with self._lease_lock:
+            if (
+                not renew
+                and self._lease_until is not None
+                and now < self._lease_until - timedelta(seconds=self._ttl / 2)
+            ):
+                return True
+            if self._store.hold_lease(LEASE, self.holder, self._ttl, now):
+                taken = self._lease_until is None
+                self._lease_until = now + timedelta(seconds=self._ttl)
+                if taken:
+                    logger.info("%s runs the rollouts (lease taken)", self.holder)
+                    if self._on_lead is not None:
+                        self._on_lead()
+                return True
+            self._lease_until = None
+            return False
+
+    def _renew(self) -> None:
+        """Renew the lease every third of its TTL while this replica leads, tick or no tick.
+
+        Renewing only between ticks lost the lease in the middle of any tick longer than the
+        TTL (a wave of thousands of devices, a busy host): another replica took over while
+        this one was still publishing, and every takeover republishes every document. The
+        lease is renewed only for a loop at work: a tick running for less than ``max_tick_s``
+        (longer is taken for stuck), or one that ended within half the TTL (a loop waiting out
+        a crash's back-off lets its lease lapse, as before).
+        """
+        while not self._stop.wait(self._ttl / 3):
+            if self._lease_until is None:
+                continue
+            began, ended, now = self._tick_began, self._tick_ended, time.monotonic()
+            if began is not None:
+                working = now - began <= self._max_tick
+            else:
+                working = ended is not None and now - ended <= self._ttl / 2
+            if not working:
+                continue
+            try:
+                self._hold(self._clock(), renew=True)
+            except ControllerError as exc:
+                logger.warning("could not renew the rollout lease: %s", exc)
 
     def _tick(self, rollout: Rollout, now: datetime) -> None:
         if rollout.requested_op is not None:
