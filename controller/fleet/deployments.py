@@ -34,6 +34,10 @@ from shared.topics import Channel, Topics
 logger = logging.getLogger(__name__)
 
 
+REPUBLISH_CHUNK = 500
+"""Devices per lock hold when every document is published again."""
+
+
 class Publisher(Protocol):
     """Publishes one MQTT message (the bus)."""
 
@@ -219,11 +223,16 @@ class Fleet:
             return self._apply(plans)
 
     def republish_all(self) -> int:
-        """Publish every device's current desired document again (same generation)."""
-        with self._lock:
-            devices = self._repo.devices()
-            self._publish_all([(d.id, d.desired_generation, d.slots) for d in devices])
-            return len(devices)
+        """Publish every device's current desired document again (same generation).
+
+        A chunk of devices at a time, each read and published under the lock: a deploy or a
+        rollout wave arriving meanwhile waits for one chunk, not for the whole fleet (10,000
+        documents held it about 10 s, right when a new leader had a wave to publish).
+        """
+        ids = sorted(self._repo.device_labels())
+        for start in range(0, len(ids), REPUBLISH_CHUNK):
+            self.republish(ids[start : start + REPUBLISH_CHUNK])
+        return len(ids)
 
     def republish(self, device_ids: Sequence[str]) -> int:
         """Publish these devices' current desired documents again (same generation)."""

@@ -1,0 +1,64 @@
+"""Publishing every device's document again (a new leader, a reconnect, re-signing) holds the
+fleet's lock one chunk of devices at a time: a deploy or a rollout wave arriving meanwhile goes
+out after the chunk in progress, not after the whole fleet (at 10,000 devices the new leader's
+first wave waited about 10 s behind its own republish; bench/scale.py). Each device still gets
+its current document exactly once."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from controller.fleet import deployments
+from controller.fleet.deployments import Fleet
+from tests.integration.controller.conftest import poll
+from tests.integration.fleet_parts import PUBLIC_URL, fleet_parts
+
+DEVICES = [f"gw-{i:02d}" for i in range(12)]
+
+
+class SlowBroker:
+    """The bus: each ``publish_all`` takes 0.2 s; records the devices of each call, in order."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self._lock = threading.Lock()
+
+    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = True) -> None:
+        self.publish_all([(topic, payload)], qos=qos, retain=retain)
+
+    def publish_all(
+        self, messages: Sequence[tuple[str, bytes]], *, qos: int = 1, retain: bool = True
+    ) -> None:
+        time.sleep(0.2)
+        with self._lock:
+            self.calls.append([topic.split("/")[-2] for topic, _ in messages])
+
+
+def test_a_deploy_during_a_fleet_republish_goes_out_before_it_ends(
+    sqlite_url: str, mosquitto: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(deployments, "REPUBLISH_CHUNK", 3)
+    with fleet_parts(sqlite_url, mosquitto, tmp_path / "data") as parts:
+        for device_id in DEVICES:
+            parts.add_device(device_id)
+        parts.add_version("detector", "1.0.0")
+        broker = SlowBroker()
+        fleet = Fleet(
+            parts.repo, parts.catalog, parts.configs, broker, parts.topics, PUBLIC_URL,
+            signer=parts.signer,
+        )  # fmt: skip
+        republish = threading.Thread(target=fleet.republish_all)
+        republish.start()
+        poll(lambda: broker.calls, 10, "the republish to send its first chunk")
+        fleet.deploy_to(["gw-11"], "detector", "1.0.0", None)
+        republish.join(30)
+
+        deploy = broker.calls.index(["gw-11"])
+        assert deploy < len(broker.calls) - 1, broker.calls  # not queued behind the whole fleet
+        republished = [d for i, call in enumerate(broker.calls) if i != deploy for d in call]
+        assert sorted(republished) == DEVICES
