@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +24,27 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.scale.run import Config, Scale, machine
+
+
+def revision() -> str:
+    """The commit the run used, and whether the programs' code differed from it."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "controller", "shared"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{head}{' with uncommitted changes in controller/ or shared/' if dirty else ''}"
 
 
 def main() -> None:
@@ -70,7 +92,7 @@ def main() -> None:
             fh.write(
                 f"\n## {args.devices} devices, {args.replicas} replicas "
                 f"({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)\n\n"
-                f"`{command}` on {machine()}.\n\n```\n{text}\n```\n"
+                f"`{command}` on {machine()}, commit {revision()}.\n\n```\n{text}\n```\n"
             )
 
 

@@ -23,7 +23,10 @@ class Failover:
     """1-based wave the dead leader had started last."""
     successor: str | None
     takeover_s: float | None
-    """Kill → another replica holds the lease."""
+    """Kill → another replica holds the lease (goal: ≤ lease TTL + 5 s)."""
+    first_publish_s: float | None
+    """Kill → the first desired document the successor published reached a gateway (the
+    interrupted wave's, republished, or the next wave's): the ``failover_s`` of the line."""
     next_wave_s: float | None
     """Kill → the first gateway of the next wave received its document."""
     restarted_after_s: float
@@ -118,8 +121,10 @@ def failover_text(f: Failover | None) -> str:
     return (
         f"failover: leader {f.killed} killed (kill -9) {_f(f.kill_s)} s into the rollout, in "
         f"wave {f.wave}; {f.successor or 'no replica'} held the lease {_f(f.takeover_s)} s "
-        f"after the kill; wave {f.wave + 1}'s first document reached a gateway "
-        f"{_f(f.next_wave_s)} s after the kill; {f.killed} started again "
+        f"after the kill, and its first document reached a gateway {_f(f.first_publish_s)} s "
+        f"after the kill; wave {f.wave + 1}'s first document {_f(f.next_wave_s)} s after the "
+        "kill; "
+        f"{f.killed} started again "
         f"{f.restarted_after_s:.0f} s after the kill (same replica id)"
     )
 

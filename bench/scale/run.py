@@ -20,7 +20,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,7 @@ VERSIONS = ("1.0.0", "2.0.0", "3.0.0")
 LABELS = {"fleet": "scale"}
 TERMINAL = {"succeeded", "failed", "aborted", "rolled_back"}
 GATEWAYS_PER_PROCESS = 2500
+LEASE_POLL_S = 0.05
 
 
 @dataclass
@@ -107,7 +108,7 @@ class Outcome:
 
     @property
     def failover_s(self) -> float | None:
-        return self.failover.next_wave_s if self.failover else None
+        return self.failover.first_publish_s if self.failover else None
 
     @property
     def completed(self) -> bool:
@@ -384,7 +385,7 @@ class Scale:
             if time.monotonic() > deadline:
                 self.notes.append(f"rollout {rid} did not finish after the kill")
                 break
-            time.sleep(0.05)
+            time.sleep(LEASE_POLL_S)
         leader.wait_ready()
         failover = Failover(
             killed=leader.replica_id,
@@ -392,6 +393,7 @@ class Scale:
             wave=wave,
             successor=successor,
             takeover_s=takeover_s,
+            first_publish_s=None,
             next_wave_s=None,
             restarted_after_s=cfg.restart_after_s,
         )
@@ -400,19 +402,23 @@ class Scale:
     def _next_wave_after_kill(
         self, f: Failover, kill_at: float, rid: str, views: dict[str, DeviceView]
     ) -> Failover:
+        """When the successor's first document, and the next wave's, reached a gateway."""
         assert self.reader is not None
+        version = VERSIONS[2]
         nxt = [t.device_id for t in self.reader.targets(rid) if t.wave == f.wave]  # 0-based
         got = [
-            v.received[VERSIONS[2]]
+            v.received[version]
             for d in nxt
-            if (v := views.get(d)) is not None and VERSIONS[2] in v.received
+            if (v := views.get(d)) is not None and version in v.received
         ]
         if not nxt:
             self.notes.append(f"the leader was killed in the last wave ({f.wave})")
-        return Failover(
-            f.killed, f.kill_s, f.wave, f.successor, f.takeover_s,
-            (min(got) - kill_at) if got else None, f.restarted_after_s,
-        )  # fmt: skip
+        first: float | None = None
+        if f.takeover_s is not None:  # published after the lease changed hands: the successor
+            since = kill_at + f.takeover_s - LEASE_POLL_S
+            after = [t for v in views.values() if (t := v.received.get(version, 0.0)) >= since]
+            first = min(after) - kill_at if after else None
+        return replace(f, first_publish_s=first, next_wave_s=(min(got) - kill_at) if got else None)
 
     def _settle(self) -> tuple[TelemetryCount, list[DeviceView]]:
         """Wait for queued telemetry, stop producing, wait until every sample is stored."""
