@@ -3,8 +3,8 @@
 Routes: ``/v2`` (server metadata), ``/v2/health/live``, ``/v2/health/ready``,
 ``/v2/models/<name>`` and ``/v2/models/<name>/versions/<v>`` (model metadata),
 ``/v2/models/<name>[/versions/<v>]/ready`` and ``POST /v2/models/<name>[/versions/<v>]/infer``
-with JSON tensors or the binary tensor data extension (:mod:`agent.serving.kserve`), and
-``/metrics``.
+with JSON tensors (read by :mod:`agent.serving.infer_body`) or the binary tensor data extension
+(:mod:`agent.serving.kserve`), and ``/metrics``.
 Errors use KServe's shape ``{"error": "..."}``: 400 for a request that does not fit the model
 (a body that is not JSON or nests deeper than :data:`shared.codec.MAX_JSON_DEPTH` levels, a
 tensor the model refuses, ONNX Runtime's INVALID_ARGUMENT included), 413 for a body over
@@ -46,6 +46,7 @@ from agent.errors import InferenceError, InvalidInputError, StartupError
 from agent.runtimes.base import TensorSpec
 from agent.serving.batching import Batcher
 from agent.serving.core import Busy, ModelRegistry, NotServed
+from agent.serving.infer_body import load_infer_body
 from agent.serving.kserve import (
     SHM_OFF,
     binary_outputs,
@@ -107,9 +108,9 @@ def _tensors(specs: Any) -> list[dict[str, Any]]:
     ]
 
 
-def _parse_body(raw: bytes) -> dict[str, Any]:
+def _parse_body(raw: bytes, load: Callable[[bytes], Any] = load_json) -> dict[str, Any]:
     try:
-        body = load_json(raw)
+        body = load(raw)
     except JSONError as exc:
         raise InvalidInputError(f"request body: {exc}") from exc
     if not isinstance(body, dict):
@@ -235,7 +236,7 @@ def create_app(
         try:
             raw = await _body_within(request, max_body_bytes)
             head, binary = split_body(raw, request.headers.get(HEADER_LENGTH))
-            body = _parse_body(head)
+            body = _parse_body(head, load_infer_body)
             payload, header_length, served = await run_in_threadpool(
                 _run_inference, registry, name, version, body, binary, batcher, shared_memory
             )

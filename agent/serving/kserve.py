@@ -12,12 +12,15 @@ data.
 Every check raises InvalidInputError with a message that names the tensor and what was expected,
 so a client can fix its request from the 400 alone.
 
-JSON tensors cost no Python work per element: a flat ``data`` list is type-checked with one
-``set(map(type, ...))`` and converted by numpy; responses are written by orjson straight from
-the arrays. Floats that are not finite have no JSON number: they are written as the strings
-``"NaN"``, ``"Infinity"`` and ``"-Infinity"``, which the numpy conversion of KServe clients
-(tritonclient's ``as_numpy``, ``np.array(data, dtype)``) reads back as the same values; bare
-``NaN`` tokens would make the whole body invalid for strict JSON parsers.
+JSON tensors cost no Python work per element: a ``data`` array of numbers arrives already read
+into an array (:class:`NumberData`, by :mod:`agent.serving.infer_body`) and is cast to the
+model's dtype; any other ``data`` (a list from the general decoder) is type-checked with one
+``set(map(type, ...))`` and converted by numpy; both give the same tensor and the same errors.
+Responses are written by orjson straight from the arrays. Floats that are not finite have no
+JSON number: they are written as the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``,
+which the numpy conversion of KServe clients (tritonclient's ``as_numpy``,
+``np.array(data, dtype)``) reads back as the same values; bare ``NaN`` tokens would make the
+whole body invalid for strict JSON parsers.
 """
 
 from __future__ import annotations
@@ -80,6 +83,35 @@ def _flat_values(data: Any, datatype: str, name: str) -> list[Any]:
     return values
 
 
+class NumberData:
+    """A ``data`` array of JSON numbers read straight into ``values`` (float64 for FP datatypes,
+    int64 for INT, uint64 for UINT: the request's ``datatype``), flattened row-major as nested
+    lists are; it stands for the list of Python numbers the general decoder would give."""
+
+    __slots__ = ("datatype", "values")
+
+    def __init__(self, datatype: str, values: np.ndarray) -> None:
+        self.datatype = datatype
+        self.values = values
+
+    def __repr__(self) -> str:
+        return f"NumberData({self.datatype!r}, {len(self.values)} values)"
+
+    def cast(self, dtype: str) -> np.ndarray | None:
+        """The values as ``dtype``, or None when some integer is outside its range (numpy's
+        conversion of the Python numbers says how, as it does for a list)."""
+        import numpy as np
+
+        values, target = self.values, np.dtype(dtype)
+        if target.kind in "iu" and not np.can_cast(values.dtype, target):
+            if values.dtype.kind not in "iu":
+                return None
+            info = np.iinfo(target)
+            if values.size and (values.min() < info.min or values.max() > info.max):
+                return None
+        return values.astype(target)
+
+
 def _shape_of(raw: Any, name: str) -> tuple[int, ...]:
     if not isinstance(raw, list) or not all(
         isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in raw
@@ -130,12 +162,19 @@ def _decode_tensor(
             )
         array = np.frombuffer(binary, dtype=dtype).reshape(shape)
         return name, array.astype(dtype.newbyteorder("="), copy=False)
-    values = _flat_values(raw["data"], spec.datatype, name)
+    data = raw["data"]
+    read = data if type(data) is NumberData and data.datatype == spec.datatype else None
+    values: Any = read.values if read is not None else _flat_values(data, spec.datatype, name)
     count = math.prod(shape)
     if len(values) != count:
         raise InvalidInputError(
             f"input {name!r}: {len(values)} data values given, shape {list(shape)} needs {count}"
         )
+    if read is not None:
+        cast = read.cast(KSERVE_TO_NUMPY[spec.datatype])
+        if cast is not None:
+            return name, cast.reshape(shape)
+        values = read.values.tolist()
     try:
         array = np.array(values, dtype=KSERVE_TO_NUMPY[spec.datatype]).reshape(shape)
     except (OverflowError, ValueError) as exc:

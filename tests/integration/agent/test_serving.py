@@ -105,6 +105,25 @@ def test_inference_matches_onnxruntime_run_directly(harness: Harness) -> None:
     np.testing.assert_allclose(np.array(out["data"]).reshape(1, 10), expected, rtol=1e-6)
 
 
+def test_flat_and_nested_json_tensors_give_the_same_answer(harness: Harness) -> None:
+    """A flat ``data`` array is read by simdjson into numpy, a nested one by the general
+    decoder (agent.serving.infer_body): the same inference either way, as ONNX Runtime's."""
+    data = classifier()
+    harness.serve("classifier", "1.0", data)
+    image = np.random.default_rng(5).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    tensor = {"name": "image", "shape": [1, 3, 32, 32], "datatype": "FP32"}
+    flat = {"inputs": [{**tensor, "data": image.ravel().tolist()}]}
+    answers = [
+        harness.http.post("/v2/models/classifier/infer", json=body).json()
+        for body in (flat, image_body(image))
+    ]
+    assert answers[0] == answers[1]
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    (expected,) = session.run(None, {"image": image})
+    got = np.array(answers[0]["outputs"][0]["data"], np.float32).reshape(1, 10)
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_two_models_side_by_side(harness: Harness) -> None:
     harness.serve("classifier", "1.0", classifier())
     harness.serve("anomaly", "2", anomaly())
