@@ -375,6 +375,8 @@ class Scale:
                     takeover_s = now - kill_at
                     found = leader_of(self.replicas, held[0])
                     successor = found.replica_id if found else held[0]
+                    if found is leader:  # its new process won the lease
+                        successor += " (started again)"
                     self.say(f"{successor} holds the lease, {takeover_s:.2f} s after the kill")
             if not restarted and now - kill_at >= cfg.restart_after_s:
                 leader.start()
