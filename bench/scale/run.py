@@ -20,7 +20,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,102 +45,18 @@ from bench.scale.measure import (
     postgres_backends,
     wave_times,
 )
+from bench.scale.outcome import LABELS, MODEL, VERSIONS, Config, Outcome
 from bench.scale.replicas import Replica, leader_of, replica_set
-from bench.scale.report import (
-    Failover,
-    FinalState,
-    cpu_table,
-    failover_text,
-    final_text,
-    scale_line,
-    telemetry_text,
-    waves_table,
-)
+from bench.scale.report import Failover, FinalState, cpu_table, telemetry_text
 from controller.demo import sample_models
 
-MODEL = "det"
-VERSIONS = ("1.0.0", "2.0.0", "3.0.0")
-LABELS = {"fleet": "scale"}
 TERMINAL = {"succeeded", "failed", "aborted", "rolled_back"}
 GATEWAYS_PER_PROCESS = 2500
 LEASE_POLL_S = 0.05
-
-
-@dataclass
-class Config:
-    devices: int
-    replicas: int = 3
-    server_url: str = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-    """A PostgreSQL server URL; the run creates its own database there and drops it after."""
-    procs: int = 0
-    """Gateway processes; 0: one per 2,500 gateways, at least 2."""
-    lease_ttl_s: float = 10.0
-    telemetry_interval_s: float = 30.0
-    steady_s: float = 0.0
-    """0: 30 s up to 1,000 devices, else 60 s."""
-    connect_per_s: float = 200.0
-    """New gateway connections per second, all processes together."""
-    waves: str = "1,10%,50%,100%"
-    kill_wave: int = 3
-    """1-based wave of the second rollout whose start triggers the kill of the leader."""
-    restart_after_s: float = 5.0
-    settle_s: float = 10.0
-    ingest_workers: int = 0
-    keep_db: bool = False
-    work: Path | None = None
-    log: Callable[[str], None] = print
-
-
-@dataclass
-class Outcome:
-    config: Config
-    procs: int
-    rollouts: list[tuple[str, RolloutTimes]]
-    failover: Failover | None
-    final: FinalState
-    telemetry: TelemetryCount
-    cpu: str
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def converged_s(self) -> float | None:
-        return self.rollouts[0][1].converged_s if self.rollouts else None
-
-    @property
-    def failover_s(self) -> float | None:
-        return self.failover.first_publish_s if self.failover else None
-
-    @property
-    def completed(self) -> bool:
-        return all(r.state == "succeeded" for _, r in self.rollouts)
-
-    def line(self) -> str:
-        c = self.config
-        return scale_line(c.devices, c.replicas, self.converged_s, self.failover_s, self.telemetry)
-
-    def text(self) -> str:
-        c = self.config
-        head = (
-            f"{c.devices} simulated gateways in {self.procs} processes, {c.replicas} replicas "
-            f"(r1..r{c.replicas}) on PostgreSQL, own Mosquitto with dynamic security; "
-            f"waves {c.waves}; lease TTL {c.lease_ttl_s:g} s; telemetry every "
-            f"{c.telemetry_interval_s:g} s per gateway; ingest workers per replica "
-            f"{c.ingest_workers}"
-        )
-        parts = [
-            head,
-            "",
-            waves_table(self.rollouts),
-            "",
-            failover_text(self.failover),
-            final_text(self.final, VERSIONS[-1]),
-            telemetry_text(self.telemetry),
-            "",
-            self.cpu,
-        ]
-        if self.notes:
-            parts += ["", *[f"note: {n}" for n in self.notes]]
-        return "\n".join([*parts, "", self.line()])
+QUIET_CORES = 0.1
+"""Replica CPU (cores, per replica and 10,000 devices) below which the replicas count as idle:
+steady telemetry ingest measured 0.05 here."""
+QUIET_WINDOW_S = 5.0
 
 
 class Scale:
@@ -241,6 +157,7 @@ class Scale:
         self._wait(self._all_observed, 120 + n / 50, "the database to see every report")
         self.say(f"{VERSIONS[0]} deployed everywhere in {time.monotonic() - t:.1f} s")
 
+        self._quiet("the deploy's reports")
         steady_s = cfg.steady_s or (30.0 if n <= 1000 else 60.0)
         self.meter.mark("steady-start")
         time.sleep(steady_s)
@@ -251,6 +168,7 @@ class Scale:
         first = self._create_rollout(VERSIONS[1])
         self._wait(lambda: self._state(first) in TERMINAL, 300 + n / 10, "rollout 2.0.0")
         self.say(f"rollout {VERSIONS[1]}: {self._state(first)}")
+        self._quiet(f"rollout {VERSIONS[1]}'s reports")
         before = self.reader.generations()
         second = self._create_rollout(VERSIONS[2])
         failover, kill_at = self._kill_leader_during(second)
@@ -480,6 +398,22 @@ class Scale:
             self.cfg.devices, meter.processes(), steady, steady_s, rollouts, rollouts_s,
             whole, whole_s,
         )  # fmt: skip
+
+    def _quiet(self, what: str, timeout: float = 300.0) -> None:
+        """Wait until the replicas are back to steady work: every replica stores every report,
+        so the database sees the last one while the slower replicas are still writing theirs."""
+        meter = self.meter
+        assert meter is not None
+        limit = QUIET_CORES * self.cfg.replicas * max(1.0, self.cfg.devices / 10_000)
+        began = time.monotonic()
+        while time.monotonic() - began < timeout:
+            start = meter.totals()["replicas"]
+            time.sleep(QUIET_WINDOW_S)
+            meter.sample()
+            rate = (meter.totals()["replicas"] - start) / QUIET_WINDOW_S
+            if rate < limit:
+                break
+        self.say(f"replicas done with {what} after {time.monotonic() - began:.0f} s")
 
     def _wait(self, check: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.scale.run import VERSIONS, Config, Scale
+from bench.scale.outcome import VERSIONS, Config
+from bench.scale.run import Scale
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
