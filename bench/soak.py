@@ -1,14 +1,18 @@
 """Soak and chaos bench (issue 18): a real fleet under a seeded fault schedule for M minutes.
 
-Its own Mosquitto (restarted, taken down), ``jetfleet serve`` on the given PostgreSQL (killed
-with -9 and restarted), N real agents as processes, each behind a TCP proxy for its broker link
-(partitioned), one with its state directory on a small tmpfs (filled), agents killed with -9
-mid-download and mid-swap; inference clients keep sending and simulated gateways add load while
-a rollout, a rollback and redeploys happen. Prints the schedule, then the measurements and the
-``soak:`` line; writes ``<out>/soak.md``.
+Its own Mosquitto (restarted, taken down), its own PostgreSQL cluster (initdb in the work
+directory, a free port on 127.0.0.1; stopped and started again; removed at the end),
+``jetfleet serve`` on it (killed with -9 and restarted), N real agents as processes, each behind
+a TCP proxy for its broker link (partitioned), with their state directories on small tmpfs
+mounts (filled), agents killed with -9 mid-download and mid-swap; inference clients keep sending
+and simulated gateways add load while a rollout, a rollback and redeploys happen. Outages keep
+the issue's lengths at 30 minutes (broker down 60 s, partitions 120 s) and overlap the next
+faults. Prints the schedule, then the measurements and the ``soak:`` line; writes
+``<out>/soak.md``.
 
 Usage: ``python bench/soak.py --minutes 30 [--agents 3] [--seed 1] [--out bench/results]
-[--db postgresql+psycopg://postgres@127.0.0.1:5432/test]`` (run as root for the full-disk fault).
+[--db postgresql+psycopg://...]`` (run as root for the full-disk fault; as root the cluster
+runs as the ``postgres`` user). ``--db`` uses that server instead and never restarts it.
 """
 
 from __future__ import annotations
@@ -34,10 +38,9 @@ def main() -> None:
     parser.add_argument("--sims", type=int, default=20, help="simulated gateways for load")
     parser.add_argument(
         "--db",
-        default=os.environ.get(
-            "JETFLEET_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-        ),
-        help="PostgreSQL URL of a database the bench may fill (use a fresh one)",
+        default="",
+        help="use this PostgreSQL database (a fresh one the bench may fill) instead of the "
+        "run's own cluster; it is never restarted (postgresql_restart: not done)",
     )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
@@ -57,7 +60,8 @@ def main() -> None:
     (args.out / "soak.md").write_text(
         f"# Soak ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)\n\n"
         f"`python bench/soak.py --minutes {args.minutes:g} --agents {args.agents} "
-        f"--seed {args.seed}` on {platform.node()} ({os.cpu_count()} CPUs), PostgreSQL, "
+        f"--seed {args.seed}` on {platform.node()} ({os.cpu_count()} CPUs), "
+        f"{'PostgreSQL given with --db' if args.db else 'its own PostgreSQL cluster'}, "
         f"{args.sims} simulated gateways.\n\n{short}```\n{text}\n```\n"
     )
 

@@ -36,10 +36,25 @@ class ProcStat:
     spool_bytes: int | None = None
     sockets: int = 0
     """Of ``fds``, sockets (peers' connections, keep-alive HTTP, the database pool)."""
+    spool_wal_bytes: int | None = None
+    """Of ``spool_bytes``, SQLite's write-ahead log (``spool.sqlite3-wal``)."""
 
 
 def spool_bytes(state_dir: Path) -> int:
+    """The agent's spool on disk: its database, write-ahead log and shared-memory index.
+
+    Not what is waiting (that is ``pending_in_spool``): the WAL keeps its size after each
+    checkpoint (SQLite writes it again from its start; ``journal_size_limit`` is not set), so it
+    grows to about ``wal_autocheckpoint`` (1000 pages of 4 KiB, about 4 MiB) within the first
+    few hundred samples and stays there; the database file keeps the pages freed by delivered
+    rows on its free list for the next ones, so it stays at its largest backlog.
+    """
     return sum((state_dir / f).stat().st_size for f in SPOOL_FILES if (state_dir / f).exists())
+
+
+def _wal_bytes(state_dir: Path) -> int:
+    wal = state_dir / SPOOL_FILES[1]
+    return wal.stat().st_size if wal.exists() else 0
 
 
 def snapshot(pid: int, state_dir: Path | None = None) -> ProcStat:
@@ -56,7 +71,8 @@ def snapshot(pid: int, state_dir: Path | None = None) -> ProcStat:
         except psutil.NoSuchProcess:
             continue
     spool = spool_bytes(state_dir) if state_dir else None
-    return ProcStat(pid, fds, threads, rss, spool, sockets)
+    wal = _wal_bytes(state_dir) if state_dir else None
+    return ProcStat(pid, fds, threads, rss, spool, sockets, wal)
 
 
 def _sockets(pid: int) -> int:
@@ -157,6 +173,28 @@ def stored_samples(db_url: str, devices: list[str]) -> list[tuple[str, datetime]
                 {"d": devices},
             )
             return [(str(r[0]), r[1]) for r in rows]
+    finally:
+        engine.dispose()
+
+
+def stored_since(db_url: str, devices: list[str], since: datetime) -> bool:
+    """Whether every one of ``devices`` has a sample stored with a timestamp after ``since``
+    (False while the database does not answer)."""
+    if not devices:
+        return True
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                sa.text(
+                    "SELECT device_id FROM telemetry_samples WHERE device_id IN :d AND ts > :t "
+                    "GROUP BY device_id"
+                ).bindparams(sa.bindparam("d", expanding=True)),
+                {"d": devices, "t": since},
+            )
+            return {str(r[0]) for r in rows} == set(devices)
+    except sa.exc.SQLAlchemyError:
+        return False
     finally:
         engine.dispose()
 

@@ -6,6 +6,7 @@ Every process is started, killed (``kill -9``) and stopped by pid; logs go to ``
 
 from __future__ import annotations
 
+import getpass
 import os
 import shutil
 import signal
@@ -37,8 +38,19 @@ def mosquitto_exe() -> str:
     return exe
 
 
+class BrokerError(RuntimeError):
+    """The bench's Mosquitto did what a real deployment's must not (it did not save its state)."""
+
+
 class Broker:
-    """Its own Mosquitto on a free port (persistence on, as Debian's packaged config has it)."""
+    """Its own Mosquitto on a free port (persistence on, as Debian's packaged config has it).
+
+    It runs as the bench's own user (``user``): started as root, Mosquitto would switch to the
+    ``mosquitto`` user, which cannot write the persistence file into the bench's directory, so
+    every restart would lose the controller's persistent session and what was queued for it
+    (``Error saving in-memory database ... Permission denied`` in its log; the soak runs before
+    2026-12-02 08:00 had that). :meth:`check_saved` fails a run whose broker did not save.
+    """
 
     def __init__(self, work: Path) -> None:
         self.port = free_port()
@@ -46,6 +58,7 @@ class Broker:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.conf = self.dir / "mosquitto.conf"
         self.conf.write_text(
+            f"user {getpass.getuser()}\n"
             f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
             f"persistence_location {self.dir}/\nautosave_interval 5\nmax_queued_messages 10000\n"
         )
@@ -69,6 +82,16 @@ class Broker:
             )
         self.starts += 1
         wait_for("mosquitto to listen", lambda: _listening(self.port), 20)
+
+    def check_saved(self) -> None:
+        """After a stop: BrokerError unless Mosquitto saved its in-memory database."""
+        log = self.log.read_text(errors="replace") if self.log.exists() else ""
+        failed = [line for line in log.splitlines() if "Error saving" in line]
+        if failed or not (self.dir / "mosquitto.db").exists():
+            raise BrokerError(
+                f"Mosquitto did not save its persistence file in {self.dir}: "
+                f"{failed[-1] if failed else 'no mosquitto.db'} (see {self.log})"
+            )
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

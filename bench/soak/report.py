@@ -39,6 +39,8 @@ def _stat(s: ProcStat | None) -> str:
     if s is None:
         return "- | - | - | -"
     spool = "-" if s.spool_bytes is None else f"{s.spool_bytes / 1024:.0f} KiB"
+    if s.spool_bytes is not None and s.spool_wal_bytes is not None:
+        spool += f" (WAL {s.spool_wal_bytes / 1024:.0f})"
     return f"{s.fds} ({s.sockets} sockets) | {s.threads} | {s.rss / 2**20:.1f} MiB | {spool}"
 
 
@@ -54,6 +56,19 @@ def table(rows: list[ProcRow]) -> str:
             f"{_stat(r.end).replace(' | ', ' / ')} | {', '.join(r.leaks) or 'none'} | {r.note} |"
         )
     return "\n".join(lines)
+
+
+def spool_note() -> str:
+    """What the table's spool figure is (it is not what waits in the spool)."""
+    return (
+        "spool = the agent's spool files on disk (spool.sqlite3, -wal, -shm), not what waits in "
+        "it (pending_in_spool). SQLite reuses its write-ahead log from the start after each "
+        "checkpoint without shrinking it, so the WAL grows to about 1000 pages (~4 MiB, "
+        "wal_autocheckpoint) in the first few hundred samples and stays there; the database "
+        "file keeps the pages of delivered rows on its free list for the next ones. Both are "
+        "bounded (by the checkpoint and by the largest backlog, at most spool_max_mib); a start "
+        "figure below ~4 MiB only means the WAL had not yet reached its size."
+    )
 
 
 def telemetry_text(t: TelemetryCount) -> str:

@@ -1,5 +1,9 @@
-"""One soak run: start the fleet, play the fault schedule while operators roll out, roll back
-and redeploy, wait for convergence, then measure and report."""
+"""One soak run: start the fleet, play the fault schedule (:mod:`bench.soak.play`) while
+operators roll out, roll back and redeploy, wait for convergence, then measure and report.
+
+PostgreSQL: without ``db_url`` the run makes its own cluster in its work directory
+(:class:`tests.pg_cluster.Cluster`), restarts it as a fault and removes it at the end, also when
+the run fails; with ``db_url`` it uses that server and never restarts it."""
 
 from __future__ import annotations
 
@@ -19,7 +23,6 @@ from typing import Any
 import httpx
 
 from bench.soak import faults as F
-from bench.soak.disk import fill_to_last_byte
 from bench.soak.measure import (
     ProcStat,
     TelemetryCount,
@@ -43,14 +46,15 @@ from bench.soak.parts import (
     Request,
     SimGateways,
 )
-from bench.soak.proxy import DROP, FORWARD, HOLD, LinkProxy
-from bench.soak.report import ProcRow, soak_line, table, telemetry_text
+from bench.soak.play import VERSIONS, FaultPlayer
+from bench.soak.proxy import LinkProxy
+from bench.soak.report import ProcRow, soak_line, spool_note, table, telemetry_text
 from controller.demo import sample_models
 from controller.demo.fleet import wait_for
+from tests.pg_cluster import Cluster
 
-VERSIONS = ("1.0.0", "2.0.0", "3.0.0")
-RESTART_SETTLE_S = 15.0
-"""After a restart, the start figures are taken this much later (peers reconnected)."""
+CATCH_UP_S = 60.0
+"""After the agents stop, how long the bench waits for ingest to store what they sent."""
 
 
 @dataclass
@@ -59,6 +63,7 @@ class Config:
     agents: int = 3
     seed: int = 1
     db_url: str = ""
+    """A PostgreSQL server to use instead of the run's own cluster (never restarted)."""
     faults: int = 0
     """0: one fault per 90 s of the run, at least 5."""
     outage_scale: float = 1.0
@@ -105,6 +110,7 @@ class Outcome:
             "after the last fault ended",
             "",
             table(self.rows),
+            spool_note(),
             "",
             self.line,
         ]
@@ -113,8 +119,18 @@ class Outcome:
     _t0: float = 0.0
 
 
-class Soak:
+def _serves_desired(d: dict[str, Any] | None) -> bool:
+    """The device (an API record) observed its desired generation and serves what it wants."""
+    if d is None or d["observed_generation"] != d["desired_generation"]:
+        return False
+    want = {s["name"]: s["version"] for s in d["desired"]}
+    got = {s["name"]: s["active_version"] for s in d["reported"] if s["phase"] == "serving"}
+    return bool(want) and all(got.get(n) == v for n, v in want.items())
+
+
+class Soak(FaultPlayer):
     def __init__(self, cfg: Config) -> None:
+        super().__init__()
         self.cfg = cfg
         self.work = cfg.work or Path(tempfile.mkdtemp(prefix="jetfleet-soak-"))
         self.prefix = f"soak-{uuid.uuid4().hex[:8]}/v1"
@@ -130,10 +146,13 @@ class Soak:
         self.watch: PhaseWatch | None = None
         self.broker = Broker(self.work)
         self.controller: ControllerProc | None = None
+        self.pg: Cluster | None = None
+        self.db_url = cfg.db_url
         self.rollout_id: str | None = None
         self.deploys = 0
         self.start_stats: dict[str, tuple[int, ProcStat]] = {}
         self.t0 = 0.0
+        self._note_lock = threading.Lock()
 
     # ---- helpers
     def api(self) -> httpx.Client:
@@ -166,22 +185,19 @@ class Soak:
     def converged(self) -> bool:
         r = self.call("GET", "/devices")
         ours = {d["id"]: d for d in r.json()}
-        for dev in self.device_ids():
-            d = ours.get(dev)
-            if d is None or d["observed_generation"] != d["desired_generation"]:
-                return False
-            want = {s["name"]: s["version"] for s in d["desired"]}
-            got = {s["name"]: s["active_version"] for s in d["reported"] if s["phase"] == "serving"}
-            if not want or any(got.get(n) != v for n, v in want.items()):
-                return False
-        return True
+        return all(_serves_desired(ours.get(dev)) for dev in self.device_ids())
+
+    def device_converged(self, device: str) -> bool:
+        r = self.call("GET", f"/devices/{device}")
+        return r.status_code == 200 and _serves_desired(r.json())
 
     def note(self, text: str) -> None:
-        at = time.monotonic() - self.t0 if self.t0 else 0.0
-        wall = datetime.now(timezone.utc).strftime("%H:%M:%S")
-        line = f"t={at:7.1f}s ({wall})  {text}"
-        self.steps.append(line)
-        self.log("soak: " + line)
+        with self._note_lock:
+            at = time.monotonic() - self.t0 if self.t0 else 0.0
+            wall = datetime.now(timezone.utc).strftime("%H:%M:%S")
+            line = f"t={at:7.1f}s ({wall})  {text}"
+            self.steps.append(line)
+            self.log("soak: " + line)
 
     def stat(
         self, name: str, pid: int | None, state_dir: Path | None = None, after_s: float = 0.0
@@ -204,8 +220,15 @@ class Soak:
     # ---- setup
     def setup(self) -> None:
         cfg = self.cfg
+        if not self.db_url:
+            self.pg = Cluster(self.work, database="soak")
+            self.db_url = self.pg.start()
+            self.notes.append(
+                f"PostgreSQL: the run's own cluster ({self.pg.version()}) on "
+                f"127.0.0.1:{self.pg.port}, files in {self.pg.root}, removed at the end"
+            )
         self.broker.start()
-        self.controller = ControllerProc(self.work, cfg.db_url, self.broker.url, self.prefix)
+        self.controller = ControllerProc(self.work, self.db_url, self.broker.url, self.prefix)
         self.controller.start()
         for i, version in enumerate(VERSIONS):
             data = sample_models.classifier(seed=i + 1)
@@ -302,93 +325,6 @@ class Soak:
             state = r.json().get("state") if r.status_code == 200 else r.text[:120]
             self.note(f"rollback {self.rollout_id}: {r.status_code} {state}")
 
-    def kill_agent(self, agent: AgentProc, phases: set[str], what: str) -> None:
-        assert self.watch is not None
-        current = self.call("GET", f"/devices/{agent.device_id}").json()
-        desired = {s["name"]: s["version"] for s in current["desired"]}.get(MODEL)
-        version = next(v for v in VERSIONS if v != desired)
-        self.watch.clear(agent.device_id)
-        self.deploy(version, agent.device_id)
-        # this small model downloads and swaps in well under a second and the agent reports
-        # no phase in between most times: wait briefly for one, else kill 0.4 s after deploy
-        phase = self.watch.wait_phase(agent.device_id, phases, 0.4)
-        start = time.monotonic()
-        agent.kill()
-        seen = self.watch.phases.get(agent.device_id, (0.0, "none"))[1]
-        missed = "" if phase else f"; {sorted(phases)} not seen: killed 0.4 s after the deploy"
-        self.note(
-            f"{what}: kill -9 {agent.device_id} while deploying {version} "
-            f"(last reported phase {seen}{missed})"
-        )
-        agent.start()
-        assert agent.proc is not None
-        wait_for(f"{agent.device_id} to serve again", agent.ready, 120, [agent.proc])
-        self.windows.append(Window(agent.index, start, time.monotonic()))
-        self.note(f"{agent.device_id} serves again, {time.monotonic() - start:.1f}s after the kill")
-        self.stat(agent.device_id, agent.pid, agent.state_dir, after_s=RESTART_SETTLE_S)
-
-    def fill(self, agent: AgentProc, seconds: float) -> None:
-        if agent.state_dir not in self.mounted:
-            self.note(f"{F.DISK_FULL} {agent.device_id}: not done (no tmpfs: not root)")
-            return
-        filler = fill_to_last_byte(agent.state_dir / "soak-filler")
-        self.note(f"{F.DISK_FULL} {agent.device_id}: state directory full for {seconds:.0f}s")
-        time.sleep(seconds)
-        with contextlib.suppress(OSError):
-            filler.unlink()
-        self.note(f"{F.DISK_FULL} {agent.device_id}: space back")
-
-    def fault(self, step: F.Step, index: int) -> None:
-        agent = self.agents[int(step.target)] if step.target else None
-        if step.kind == F.BROKER_RESTART:
-            self.broker.stop()
-            self.broker.start()
-            self.note("broker restarted")
-            self.stat("mosquitto", self.broker.pid, after_s=RESTART_SETTLE_S)
-        elif step.kind == F.BROKER_DOWN:
-            self.broker.stop()
-            self.note(f"broker down for {step.duration_s:.0f}s")
-            time.sleep(step.duration_s)
-            self.broker.start()
-            self.note("broker up")
-            self.stat("mosquitto", self.broker.pid, after_s=RESTART_SETTLE_S)
-        elif step.kind == F.CONTROLLER_KILL:
-            assert self.controller is not None
-            self.controller.kill()
-            self.note("controller killed (kill -9)")
-            self.controller.start()
-            self.note("controller restarted")
-            self.stat("controller", self.controller.pid, after_s=RESTART_SETTLE_S)
-        elif step.kind == F.AGENT_KILL_SWAP and agent:
-            self.kill_agent(agent, {"validating", "swapping"}, step.kind)
-        elif step.kind == F.AGENT_KILL_DOWNLOAD and agent:
-            self.kill_agent(agent, {"downloading"}, step.kind)
-        elif step.kind == F.PARTITION and agent:
-            mode = DROP if index % 2 == 0 else HOLD
-            agent.proxy.set_mode(mode)
-            self.note(f"link of {agent.device_id} partitioned ({mode}) for {step.duration_s:.0f}s")
-            time.sleep(step.duration_s)
-            agent.proxy.set_mode(FORWARD)
-            self.note(f"link of {agent.device_id} back")
-        elif step.kind == F.DISK_FULL and agent:
-            self.fill(agent, step.duration_s)
-
-    # ---- the run
-    def play(self, steps: list[F.Step]) -> float:
-        """Play the schedule; the monotonic time the last fault ended."""
-        self.t0 = time.monotonic()
-        last_fault_end = self.t0
-        for i, step in enumerate(steps):
-            delay = self.t0 + step.at_s - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-            if step.is_fault:
-                self.fault(step, i)
-                last_fault_end = time.monotonic()
-            else:
-                self.act(step)
-        return last_fault_end
-
     def finish(self, last_fault_end: float) -> tuple[float | None, list[ProcRow]]:
         procs = [a.proc for a in self.agents if a.proc]
         converged_s: float | None = None
@@ -417,6 +353,25 @@ class Soak:
             rows.append(row)
         return converged_s, rows
 
+    def caught_up(
+        self, devices: list[str], pending: list[str], unspooled: dict[str, str]
+    ) -> list[tuple[str, datetime]]:
+        """The stored samples once ingest has stored what the agents handed to the broker (no
+        gap left), or after :data:`CATCH_UP_S`; how long that took is noted."""
+        stopped = time.monotonic()
+        while True:
+            stored = stored_samples(self.db_url, devices)
+            gaps = count_telemetry([sid for sid, _ in stored], pending, unspooled).lost
+            waited = time.monotonic() - stopped
+            if not gaps or waited > CATCH_UP_S:
+                self.notes.append(
+                    f"ingest caught up {waited:.1f}s after the agents stopped"
+                    if not gaps
+                    else f"{gaps} samples still missing {waited:.0f}s after the agents stopped"
+                )
+                return stored
+            time.sleep(1.0)
+
     def close(self) -> None:
         for part in (self.clients, self.sims):
             if part is not None:
@@ -433,13 +388,19 @@ class Soak:
             proxy.stop()
         for path in self.mounted:
             subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
+        if self.pg is not None:
+            self.pg.remove(keep_log=self.work / "logs" / "postgresql.log")
 
     def run(self) -> Outcome:
         cfg = self.cfg
         seconds = cfg.minutes * 60
         nfaults = cfg.faults or max(5, int(seconds // 90))
-        steps = F.plan(seconds, nfaults, cfg.agents, cfg.seed, cfg.kinds, cfg.outage_scale)
-        schedule = F.describe(steps, cfg.seed)
+        kinds, not_done = cfg.kinds, dict(F.NOT_DONE)
+        if cfg.db_url:
+            kinds = tuple(k for k in kinds if k != F.POSTGRESQL_RESTART)
+            not_done[F.POSTGRESQL_RESTART] = F.NOT_DONE_GIVEN_DB
+        steps = F.plan(seconds, nfaults, cfg.agents, cfg.seed, kinds, cfg.outage_scale)
+        schedule = F.describe(steps, cfg.seed, not_done)
         self.log(schedule)
         try:
             self.setup()
@@ -451,11 +412,10 @@ class Soak:
             for agent in self.agents:
                 agent.stop()
             devices = [a.device_id for a in self.agents]
-            # what the stopped agents still hold is pending, not lost; give ingest a moment
-            time.sleep(3)
-            stored = stored_samples(cfg.db_url, devices)
+            # what the stopped agents still hold is pending, not lost
             pending = [s for a in self.agents for s in pending_samples(a.state_dir)]
             unspooled = unspooled_samples(p for a in self.agents for p in a.logs())
+            stored = self.caught_up(devices, pending, unspooled)
         finally:
             self.close()
         telemetry = count_telemetry([sid for sid, _ in stored], pending, unspooled)

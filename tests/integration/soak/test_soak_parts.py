@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 
 from bench.soak import faults as F
+from bench.soak.logs import summarize
 from bench.soak.measure import Window, count_telemetry, explain_failures
 from bench.soak.parts import Request
 from bench.soak.proxy import DROP, FORWARD, LinkProxy
@@ -60,3 +61,34 @@ def test_the_proxy_relays_and_a_drop_cuts_the_link_until_forwarding_resumes() ->
             server.close()
         finally:
             proxy.stop()
+
+
+def test_outages_keep_the_issues_lengths_and_overlap_only_faults_elsewhere() -> None:
+    steps = F.plan(1800, 20, 3, seed=1)
+    faults = [s for s in steps if s.is_fault]
+    lengths = {s.kind: s.duration_s for s in faults}
+    assert (lengths[F.BROKER_DOWN], lengths[F.PARTITION], lengths[F.DISK_FULL]) == (60, 120, 60)
+    assert F.overlaps(steps), "a long outage runs on while the next fault starts"
+    for i, a in enumerate(faults):
+        for b in faults[i + 1 :]:
+            if set(F.resources(a)) & set(F.resources(b)):
+                assert b.at_s >= a.at_s + F.held_s(a.kind, 1.0) + F.SETTLE_S, (a, b)
+    short = F.plan(180, 8, 2, seed=18, outage_scale=0.2)
+    assert {s.duration_s for s in short if s.kind == F.PARTITION} <= {24.0}
+    assert "not done: postgresql_restart" not in F.describe(steps, 1)
+    given = F.describe(steps, 1, {**F.NOT_DONE, F.POSTGRESQL_RESTART: F.NOT_DONE_GIVEN_DB})
+    assert "not done: postgresql_restart" in given
+
+
+def test_a_faults_log_summary_counts_warnings_and_errors_folding_numbers() -> None:
+    text = (
+        "2026-12-02 07:25:28,101 INFO controller.server: fine\n"
+        "2026-12-02 07:25:29,001 ERROR controller.rollouts.loop: database error: port 5 refused\n"
+        "2026-12-02 07:25:30,001 ERROR controller.rollouts.loop: database error: port 6 refused\n"
+        "2026-12-02 07:25:31,001 WARNING controller.ingest.batch: the database is back\n"
+    )
+    assert summarize(text) == (
+        "2 ERROR, 1 WARNING: 2x ERROR controller.rollouts.loop: database error: port N refused; "
+        "1x WARNING controller.ingest.batch: the database is back"
+    )
+    assert summarize("2026-12-02 07:25:28,101 INFO a: b\n") == "no warnings or errors"
