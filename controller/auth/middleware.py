@@ -6,12 +6,18 @@ policy decides, the principal goes on ``request.state.principal``. A device toke
 lease requests are read first (small JSON bodies) to check they name the token's own device.
 Each mutating request gets one audit row, written when its status is known and before the
 response leaves, so a client that sees the answer can already read the row.
+
+While the database cannot be reached (issue 18: PostgreSQL restarting), a token cannot be
+checked: the request is answered 503 with ``Retry-After`` (agents and the CLI retry 5xx), one
+WARNING line per :data:`UNAVAILABLE_LOG_EVERY_S` (before: an unhandled exception, a 500 and a
+traceback per request).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote
@@ -23,6 +29,7 @@ from controller.auth.policy import SAFE_METHODS, authorize, bound_device, requir
 from controller.auth.service import AccessControl, Unauthenticated
 from controller.auth.tokens import ANONYMOUS_ADMIN, Principal
 from controller.db.token_store import AuditRecord
+from controller.errors import DatabaseError
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +37,9 @@ COOKIE = "jetfleet_token"
 MAX_BOUND_BODY = 1 << 20
 """Largest body read to check a device's own id (manifests and lease requests are ~1 KiB)."""
 _HOW_TO_AUTHENTICATE = "this request needs an API token (header 'Authorization: Bearer <token>')"
+UNAVAILABLE_LOG_EVERY_S = 10.0
+"""At most one line this often about requests refused while the database is unavailable."""
+RETRY_AFTER_S = 5
 
 
 def bearer_token(scope: Scope) -> str | None:
@@ -54,6 +64,8 @@ class AuthMiddleware:
     def __init__(self, app: ASGIApp, access: AccessControl) -> None:
         self.app = app
         self.access = access
+        self._unavailable_logged = -UNAVAILABLE_LOG_EVERY_S
+        self._unavailable_since_log = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -74,6 +86,9 @@ class AuthMiddleware:
                 principal = await anyio.to_thread.run_sync(self.access.authenticate, token)
             except Unauthenticated as exc:
                 await self._deny(scope, send, 401, str(exc), None)
+                return
+            except DatabaseError as exc:
+                await self._unavailable(scope, send, exc)
                 return
             decision = authorize(principal.role, method, path, principal.name)
             if not decision.allowed:
@@ -133,6 +148,28 @@ class AuthMiddleware:
             headers.append((b"www-authenticate", b'Bearer realm="jetfleet"'))
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": json.dumps({"detail": reason}).encode()})
+
+    async def _unavailable(self, scope: Scope, send: Send, exc: DatabaseError) -> None:
+        """503 for a request whose token cannot be checked now (no audit row: no database)."""
+        now = time.monotonic()
+        self._unavailable_since_log += 1
+        if now - self._unavailable_logged >= UNAVAILABLE_LOG_EVERY_S:
+            more = self._unavailable_since_log - 1
+            log.warning(
+                "answered 503 to %s %s: cannot check its API token: %s%s",
+                scope["method"],
+                scope["path"],
+                exc,
+                f" ({more} more such requests since the last line)" if more else "",
+            )
+            self._unavailable_logged, self._unavailable_since_log = now, 0
+        body = {"detail": f"the controller's database is unavailable ({exc}); try again"}
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"retry-after", str(RETRY_AFTER_S).encode()),
+        ]
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
     async def _audit(
         self, scope: Scope, principal: Principal | None, status: int, detail: dict[str, Any]
