@@ -132,7 +132,11 @@ class Soak(FaultPlayer):
     def __init__(self, cfg: Config) -> None:
         super().__init__()
         self.cfg = cfg
-        self.work = cfg.work or Path(tempfile.mkdtemp(prefix="jetfleet-soak-"))
+        if cfg.work is None:
+            self.work = Path(tempfile.mkdtemp(prefix="jetfleet-soak-"))
+            self.work.chmod(0o711)  # the cluster's user (postgres, under root) may enter it
+        else:
+            self.work = cfg.work
         self.prefix = f"soak-{uuid.uuid4().hex[:8]}/v1"
         self.log = cfg.log
         self.steps: list[str] = []
