@@ -48,10 +48,10 @@ from agent.slots.plan import Actual, plan
 from agent.slots.records import utcnow
 from agent.slots.state_store import (
     DESIRED_FILE,
+    KeptDesired,
     downloaded,
     ensure_layout,
     load_desired,
-    save_desired,
 )
 from agent.swap.budget import MemoryBudget
 from agent.swap.headroom import HeadroomProbe, Kind
@@ -95,6 +95,7 @@ class AgentDaemon:
         configure_tensorrt_python(settings.tensorrt_python)  # where TensorRT hosts and builds run
         self._device_id = settings.require_device_id()
         self._state_dir = state_dir = settings.state_dir
+        self._kept = KeptDesired(state_dir)
         self._version = agent_version()
         self._events = EventPublisher(self._device_id, uuid.uuid4().hex)
         emit = self._events.emit
@@ -278,6 +279,7 @@ class AgentDaemon:
                 desired = None
             if desired is not None:
                 self._accept(desired, from_broker=True)
+            self._kept.retry()
             if self._next_retry is not None and time.monotonic() >= self._next_retry:
                 self._reconcile()
             if self._tuning.due() and self._tuning.refresh():
@@ -295,13 +297,13 @@ class AgentDaemon:
         if desired.generation <= self._observed and not first_from_broker:
             if from_broker and desired.generation == self._observed and self.verifier.trust.pinned:
                 # A verified republish (new signatures, a key rotation): keep it, change nothing.
-                save_desired(self._state_dir, desired)
+                self._kept.save(desired)
                 self.slots.keep_desired(desired)
                 self.verifier.follow_rotation(desired)
             log.debug("desired generation %d already observed", desired.generation)
             return
         if from_broker:
-            save_desired(self._state_dir, desired)
+            self._kept.save(desired)
         self._observed = desired.generation
         self.slots.accept(desired)
         self.verifier.follow_rotation(desired)

@@ -7,6 +7,7 @@ never half of either.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from pathlib import Path
@@ -37,9 +38,14 @@ def fsync_dir(path: Path) -> None:
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so a crash leaves either the old or the new file."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):  # a full disk: give back what the attempt took
+            tmp.unlink()
+        raise
     fsync_dir(path.parent)

@@ -24,6 +24,10 @@ class PermanentError(AgentError):
     """Retrying the same desired state cannot help; it stays failed until the state changes."""
 
 
+class StateDirError(TransientError):
+    """The state directory cannot take a write now (full, over quota, read-only)."""
+
+
 class DownloadError(TransientError):
     """The artifact could not be fetched right now (connection error, timeout, 5xx)."""
 

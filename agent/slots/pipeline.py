@@ -16,7 +16,10 @@ travels in the :class:`SlotRun` of that step.
 The pipeline owns what happens around the stages: phase changes (each one is reported at once),
 events, and failures. A failed step leaves its slot ``failed`` with ``last_error`` (a transient
 error is tried again by the daemon, a permanent one waits for a new artifact) and skips the
-slot's later steps in the same pass; a failed retune keeps the slot ``serving`` and marks it so
+slot's later steps in the same pass. A stage that finds the state directory full (ENOSPC,
+EDQUOT, EROFS from a download, a journal, an engine) fails its slot with the transient
+:class:`StateDirError`, tried again like a network error (issue 18: before, the error ended the
+agent). A failed retune keeps the slot ``serving`` and marks it so
 that it is not tried again under the same conditions.
 
 Concurrency: the loop thread alone runs the pipeline and changes the :class:`SlotTable`.
@@ -24,13 +27,14 @@ Concurrency: the loop thread alone runs the pipeline and changes the :class:`Slo
 
 from __future__ import annotations
 
+import errno
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent.engines.resolver import Resolved
-from agent.errors import AgentError, PermanentError
+from agent.errors import AgentError, PermanentError, StateDirError
 from agent.serving.core import ServedModel
 from agent.slots.plan import Download, Load, Step, Unload
 from agent.slots.records import SlotRecord, SlotTable
@@ -40,6 +44,9 @@ from shared.engine_keys import TuningTag
 from shared.messages import DesiredState, EventKind, ModelSlot, SlotPhase
 
 log = logging.getLogger(__name__)
+
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+"""``OSError`` numbers that mean the state directory cannot take the write now."""
 
 Emit = Callable[..., None]
 """``emit(kind, slot, message, **data)``: the agent's event publisher."""
@@ -160,10 +167,18 @@ class SlotPipeline:
         run = SlotRun(self, step.slot, desired, retune=retune)
         stages = self._download if isinstance(step, Download) else self._load
         try:
-            for stage in stages:
-                if stage.phase is not None:
-                    self.set_phase(step.slot.name, stage.phase)
-                stage.run(run)
+            try:
+                for stage in stages:
+                    if stage.phase is not None:
+                        self.set_phase(step.slot.name, stage.phase)
+                    stage.run(run)
+            except OSError as exc:
+                if exc.errno not in _NO_ROOM:
+                    raise
+                raise StateDirError(
+                    f"cannot write the state directory ({exc.strerror or exc}): free space "
+                    "there; retried"
+                ) from exc
         except AgentError as exc:
             if retune:
                 self._retune_failed(step.slot, exc)
