@@ -74,6 +74,9 @@ ACK_POLL_S = 0.02
 """How often the link's thread looks for acknowledgements to write while some are outstanding."""
 STOP_FLUSH_S = 5.0
 """How long ``stop`` waits for the acknowledgements of messages already handed over."""
+DRAIN_S = 2.0
+"""How long ``stop`` waits for the broker's PINGRESP after the last acknowledgements."""
+PINGRESP_TYPE = 13
 PROTOCOL_REFUSED = "unacceptable protocol version"
 
 OnBatch = Callable[[Batch, Callable[[], None]], None]
@@ -293,6 +296,7 @@ class IngestLink:
                 with self._acks_lock:
                     flushed = not self._outstanding and not self._acks
                 if flushed or time.monotonic() >= flush_until:
+                    self._await_processed(sock, buf, version)
                     break
                 time.sleep(ACK_POLL_S)  # read nothing more: unacknowledged, it comes again
                 continue
@@ -356,6 +360,40 @@ class IngestLink:
                 self._send(sock, PINGREQ)
         with contextlib.suppress(OSError):
             self._send(sock, DISCONNECT)  # stopping: leave cleanly
+
+    def _await_processed(self, sock: socket.socket, buf: bytearray, version: int) -> None:
+        """Before DISCONNECT: a PINGREQ, and its PINGRESP awaited (up to :data:`DRAIN_S`).
+
+        The broker handles a connection's packets in order, so its PINGRESP means it has handled
+        the PUBACKs written before. Without this, Mosquitto 2.0 was seen to drop most PUBACKs
+        written just before DISCONNECT and the close (1 stop in ~10: 198 of 200 stored messages
+        delivered again on the next connection). PUBLISHes read meanwhile are not handed over:
+        unacknowledged, the broker sends them again.
+        """
+        deadline = time.monotonic() + DRAIN_S
+        try:
+            self._send(sock, PINGREQ)
+            while (left := deadline - time.monotonic()) > 0:
+                sock.settimeout(left)
+                data = sock.recv(READ_BYTES)
+                if not data:
+                    return
+                buf += data
+                packets, used = split_packets(buf)
+                del buf[:used]
+                _messages, _acks, other = read_publishes(packets, version)
+                if any(first >> 4 == PINGRESP_TYPE for first, _body in other):
+                    return
+        except TimeoutError:
+            pass
+        except (OSError, ProtocolError):
+            return  # the connection is gone: nothing more can reach the broker
+        logger.warning(
+            "MQTT broker %s did not answer PINGREQ within %.0f s at stop: acknowledgements "
+            "written just before may not have reached it (their messages come again)",
+            self.broker_url,
+            DRAIN_S,
+        )
 
     def _hand_over(self, messages: Batch, acks: bytes, session: int) -> None:
         """``on_batch`` one read; its PUBACKs are queued for writing when ``done`` is called."""

@@ -10,6 +10,7 @@ connection under the same client id.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable
 
@@ -34,6 +35,26 @@ class NeverStored(Received):
     def __call__(self, batch: list[tuple[str, bytes]], done: Callable[[], None]) -> None:
         with self._lock:
             self.batches.append(list(batch))
+
+
+class StoredLater(Received):
+    """An ``on_batch`` that stores each read when the test says so (``release``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dones: list[Callable[[], None]] = []
+        self.released = threading.Event()
+
+    def __call__(self, batch: list[tuple[str, bytes]], done: Callable[[], None]) -> None:
+        with self._lock:
+            self.batches.append(list(batch))
+            self.dones.append(done)
+
+    def release(self) -> None:
+        with self._lock:
+            dones, self.dones = self.dones, []
+        for done in dones:
+            done()
 
 
 def persistent(url: str, filters: list[str], on_batch: Received, client_id: str) -> IngestLink:
@@ -128,6 +149,41 @@ def test_messages_handed_over_but_never_stored_are_delivered_again(
     finally:
         again.stop()
     assert received.payloads() == expected
+
+
+def test_acknowledgements_wait_for_the_store_and_stop_writes_those_that_came(
+    mosquitto: str, no_leftover_link_thread: None
+) -> None:
+    """Stored after the read (``done`` later, from another thread): acknowledged then, and a
+    link stopped after storing leaves nothing for the broker to send again."""
+    prefix = f"jflink/{uuid.uuid4().hex[:10]}"
+    client_id = session_id()
+    later = StoredLater()
+    link = persistent(mosquitto, [f"{prefix}/+/telemetry"], later, client_id)
+    link.start()
+    publisher = Publisher(mosquitto)
+    expected = numbered(200)
+    try:
+        publisher.publish(f"{prefix}/dev-1/telemetry", expected)
+        poll(lambda: later.count() >= len(expected), 20.0, "the messages read")
+        threading.Thread(target=later.release).start()
+    finally:
+        publisher.close()
+        link.stop()
+
+    received = Received()
+    again = persistent(mosquitto, [f"{prefix}/+/telemetry"], received, client_id)
+    again.start()
+    try:
+        publisher = Publisher(mosquitto)
+        try:
+            publisher.publish(f"{prefix}/dev-1/telemetry", [b"marker"])
+        finally:
+            publisher.close()
+        poll(lambda: received.count() >= 1, 20.0, "the marker")
+    finally:
+        again.stop()
+    assert received.payloads() == [b"marker"], "the stored messages were acknowledged"
 
 
 def test_replicas_in_one_shared_subscription_split_messages_and_keep_an_absent_ones_share(
