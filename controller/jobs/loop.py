@@ -3,7 +3,9 @@
 Every :data:`SYNC_S` it applies the job events stored since the last pass
 (:meth:`JobService.sync`); every :data:`FULL_SCAN_S` it reads every job event of the devices
 with unfinished jobs again, so an event stored out of order (a lower row id, committed late) is
-not missed. A database error is logged and retried at the next pass. Any other exception used to
+not missed. A database error is retried at the next pass and logged once per outage
+(:class:`controller.failure_log.FailureLog`: the first at ERROR, a reminder a minute, one line when
+it works again). Any other exception used to
 end the thread without a word: jobs stayed ``running`` in ``jetfleet jobs ls`` and kept riding
 in their devices' documents. Now the thread runs under :class:`shared.supervision.Supervised`
 (``restart``): the crash is logged with the thread's name and the loop runs again after a
@@ -21,6 +23,7 @@ import time
 from collections.abc import Callable
 
 from controller.errors import ControllerError
+from controller.failure_log import FailureLog
 from controller.jobs.service import JobService
 from shared.supervision import Periodic
 
@@ -45,6 +48,7 @@ class JobLoop:
         self._service = service
         self._active = active
         self._last_full = float("-inf")
+        self._failures = FailureLog(logger, "could not follow job events")
         self._loop = Periodic("jetfleet-jobs", self._tick, interval_s)
 
     @property
@@ -70,7 +74,8 @@ class JobLoop:
         try:
             self._service.sync(full=full)
         except ControllerError as exc:
-            logger.error("could not follow job events: %s", exc)
+            self._failures.failed(exc)
             self._last_full = previous
         else:
+            self._failures.succeeded()
             self._last_full = now if full else previous

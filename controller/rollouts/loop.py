@@ -7,7 +7,8 @@ its desired state changes; a rollback publishes the previous slots before it rec
 rollout as rolled back; every publish is idempotent (an unchanged slot keeps its generation),
 so repeating a step after a crash changes nothing on the devices.
 
-A database error ends the tick (logged) and the next tick tries again. Any other exception ends
+A database error ends the tick and the next tick tries again; an outage is logged once
+(:class:`controller.failure_log.FailureLog`), not at every tick. Any other exception ends
 the loop's body; it runs under :class:`shared.supervision.Supervised` (``restart``: a rollout
 loop that stopped would stop every rollout), which logs it with the thread's name and runs the
 loop again after a back-off (1 s, doubling to 60 s), so one that keeps failing does not flood
@@ -29,6 +30,7 @@ from controller.db.repository import Repository
 from controller.db.rollout_store import RolloutStore
 from controller.db.schema import utcnow
 from controller.errors import Conflict, ControllerError, InvalidInput
+from controller.failure_log import FailureLog
 from controller.fleet.deployments import Fleet
 from controller.fleet.desired import PlannedSlot
 from controller.records import DeviceRecord
@@ -159,11 +161,14 @@ class RolloutLoop:
         return self._lease_until is not None and self._lease_until > self._clock()
 
     def _run(self) -> None:
+        failures = FailureLog(logger, "rollout loop")
         while not self._stop.is_set():
             try:
                 self.run_once()
             except ControllerError as exc:
-                logger.error("rollout loop: %s", exc)
+                failures.failed(exc)
+            else:
+                failures.succeeded()
             self._wake.wait(self._interval)
             self._wake.clear()
 
