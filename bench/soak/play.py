@@ -64,6 +64,10 @@ class FaultPlayer:
     windows: list[Window]
     mounted: list[Path]
     start_stats: dict[str, tuple[int, ProcStat]]
+    start_basis: dict[str, str]
+    """When the start figures of a restarted agent's last life were taken."""
+    stopping: threading.Event
+    """Set when the schedule is over and the end figures are taken."""
     t0: float
 
     def __init__(self) -> None:
@@ -108,6 +112,43 @@ class FaultPlayer:
         self.windows.append(Window(agent.index, start, time.monotonic()))
         self.note(f"{agent.device_id} serves again, {time.monotonic() - start:.1f}s after the kill")
         self.stat(agent.device_id, agent.pid, agent.state_dir, after_s=RESTART_SETTLE_S)
+        self.stat_after_first_deploy(agent)
+
+    def stat_after_first_deploy(self, agent: AgentProc) -> None:
+        """Take the start figures of a restarted agent again once it has finished a deploy in
+        its new life (:data:`RESTART_SETTLE_S` after it serves a version it did not boot with).
+
+        The first life's start figures are taken after the setup deploy. A restarted agent
+        serves its cached model without downloading, validating or swapping, so figures taken
+        at its restart sit below that plateau and the first swap of the new life (two sessions
+        side by side, the allocator's high-water mark) reads as growth: 108.6 -> 119.8 MiB for
+        a restarted agent while one never restarted went 118.0 -> 119.6 MiB over the same 30
+        minutes and ~15 deploys (seed 1, 2026-12-02). Without a deploy in the new life, the
+        figures taken at the restart stay.
+        """
+        pid = agent.pid
+
+        def booted_version() -> str | None:
+            r = self.call("GET", f"/devices/{agent.device_id}")
+            if r.status_code != 200:
+                return None
+            slots = r.json()["reported"]
+            return next((s["active_version"] for s in slots if s["name"] == MODEL), None)
+
+        def watch() -> None:
+            with contextlib.suppress(Exception):
+                booted = booted_version()
+                while agent.pid == pid and not self.stopping.is_set():
+                    if self.device_converged(agent.device_id) and booted_version() != booted:
+                        if self.stopping.wait(RESTART_SETTLE_S) or agent.pid != pid:
+                            return
+                        self.stat(agent.device_id, pid, agent.state_dir)
+                        self.start_basis[agent.device_id] = "after the first deploy of its life"
+                        return
+                    self.stopping.wait(2.0)
+
+        self.start_basis[agent.device_id] = f"{RESTART_SETTLE_S:.0f} s after it served again"
+        threading.Thread(target=watch, name=f"first-deploy-{agent.device_id}", daemon=True).start()
 
     def fill(self, agent: AgentProc, seconds: float) -> None:
         if agent.state_dir not in self.mounted:

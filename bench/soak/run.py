@@ -155,6 +155,8 @@ class Soak(FaultPlayer):
         self.rollout_id: str | None = None
         self.deploys = 0
         self.start_stats: dict[str, tuple[int, ProcStat]] = {}
+        self.start_basis: dict[str, str] = {}
+        self.stopping = threading.Event()
         self.t0 = 0.0
         self._note_lock = threading.Lock()
 
@@ -339,6 +341,7 @@ class Soak(FaultPlayer):
         except Exception as exc:  # noqa: BLE001 - reported, the run goes on to measure
             self.note(f"not converged: {exc}")
         time.sleep(5)  # let the last swaps' memory settle before the end figures
+        self.stopping.set()
         rows: list[ProcRow] = []
         assert self.controller is not None
         named: list[tuple[str, int | None, Path | None, int]] = [
@@ -351,7 +354,10 @@ class Soak(FaultPlayer):
             end = snapshot(pid, state_dir) if pid else None
             row = ProcRow(name, start[1] if start else None, end)
             if starts > 1:
-                row.note = f"started {starts} times; start = its last start"
+                basis = self.start_basis.get(name, "its last start")
+                if name in self.start_basis:
+                    basis = f"its last life, {basis}"
+                row.note = f"started {starts} times; start = {basis}"
             if start and end and start[0] == end.pid:
                 row.leaks = leaks(start[1], end)
             rows.append(row)
