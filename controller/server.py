@@ -176,7 +176,7 @@ class Controller:
         self._stoppers.extend(broker_side.stoppers)
         broker_url = broker_side.broker_url
         self.broker_url = broker_url
-        inbox = Inbox(ingest.handle, admit=ingest.admit)
+        inbox = Inbox(ingest.handle, admit=ingest.admit, handle_many=ingest.handle_many)
         inbox.start()
         self._stoppers.append(inbox.stop)
         workers = start_ingest_workers(s, broker_url, broker_side.bus_auth, ingest, batcher)

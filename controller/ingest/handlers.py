@@ -111,11 +111,66 @@ class Ingest:
 
     def handle(self, topic: str, payload: bytes) -> None:
         """Decode, validate and store one message; never raises for a bad payload."""
-        if not self.admit(topic, payload):
+        decoded = self._decoded(topic, payload)
+        if decoded is None:
             return
+        self._store_one(*decoded)
+
+    def handle_many(self, messages: Sequence[tuple[str, bytes]]) -> None:
+        """:meth:`handle` each (topic, payload) in order, the reported states and presence among
+        them stored in one transaction (:meth:`ReportStore.record_many`): an inbox lane's
+        backlog at once. A batch the database refuses for another reason than an outage is
+        stored again one message at a time, so a message that cannot be stored costs only
+        itself."""
+        stores: list[tuple[ReportedState | Status, Channel, str]] = []
+        for topic, payload in messages:
+            try:
+                decoded = self._decoded(topic, payload)
+            except Exception:
+                logger.exception("ingest of %s failed; the message was dropped", topic)
+                continue
+            if decoded is not None:
+                stores.append(decoded)
+        if not stores:
+            return
+        if len(stores) > 1:
+            batch = [self._prepared(m) for m, _c, _d in stores]
+            try:
+                self._through_outage(
+                    lambda: self._repo.record_many(batch, self._clock()),
+                    f"{len(batch)} reports",
+                )
+            except ControllerError as exc:
+                logger.warning(
+                    "could not store %d reports at once (%s): one by one", len(batch), exc
+                )
+            else:
+                with self._lock:
+                    self._accepted += len(batch)
+                return
+        for message, channel, device_id in stores:
+            self._store_one(message, channel, device_id)
+
+    def _store_one(self, message: ReportedState | Status, channel: Channel, device_id: str) -> None:
+        try:
+            self._through_outage(lambda: self._store(message), f"{channel.value} from {device_id}")
+        except ControllerError as exc:
+            logger.error("could not store %s from %s: %s", channel.value, device_id, exc)
+            return
+        with self._lock:
+            self._accepted += 1
+
+    def _decoded(
+        self, topic: str, payload: bytes
+    ) -> tuple[ReportedState | Status, Channel, str] | None:
+        """The reported state or presence in one message, to store; None for a message refused
+        (counted), one the controller ignores, or telemetry and events (queued for the batch
+        writer, counted once written)."""
+        if not self.admit(topic, payload):
+            return None
         parsed = self._parse(topic)
         if parsed is None or parsed[1] is Channel.DESIRED:
-            return
+            return None
         device_id, channel = parsed
         try:
             message = _decode(channel, payload)
@@ -124,17 +179,13 @@ class Ingest:
                 raise MessageError("device_id", f"is {claimed!r} but the topic names {device_id!r}")
         except MessageError as exc:
             self._reject(channel, device_id, exc)
-            return
+            return None
         if isinstance(message, (Telemetry, Event)):
             self._batcher.submit(message)  # counted as accepted once written
-            return
-        try:
-            self._store_through_outage(message, channel, device_id)
-        except ControllerError as exc:
-            logger.error("could not store %s from %s: %s", channel.value, device_id, exc)
-            return
-        with self._lock:
-            self._accepted += 1
+            return None
+        if not isinstance(message, (ReportedState, Status)):
+            return None
+        return message, channel, device_id
 
     def _parse(self, topic: str) -> tuple[str, Channel] | None:
         try:
@@ -190,16 +241,15 @@ class Ingest:
             self._rejected[channel.value] += 1
             self._last_rejection = line
 
-    def _store_through_outage(self, message: BaseModel, channel: Channel, device_id: str) -> None:
-        """:meth:`_store`, tried again while the database cannot be reached (see the module)."""
+    def _through_outage(self, store: Callable[[], None], what: str) -> None:
+        """``store()``, tried again while the database cannot be reached (see the module)."""
         outage: Outage | None = None
         while True:
             try:
-                self._store(message, self._clock())
+                store()
             except ControllerError as exc:
                 if not unavailable(exc):
                     raise
-                what = f"{channel.value} from {device_id}"
                 outage = outage or Outage(what, self._outage_limit, exc)
                 if not outage.holds():
                     outage.give_up(exc)
@@ -210,23 +260,29 @@ class Ingest:
                 outage.over()
             return
 
-    def _store(self, message: BaseModel, now: datetime) -> None:
+    def _prepared(self, message: ReportedState | Status) -> ReportedState | Status:
+        """The message as stored: a revoked device's presence is recorded as offline."""
+        if (
+            isinstance(message, Status)
+            and message.state != "offline"
+            and self._is_revoked
+            and self._is_revoked(message.device_id)
+        ):
+            logger.info(
+                "%s is revoked: its %s status is recorded as offline",
+                message.device_id,
+                message.state,
+            )
+            return message.model_copy(update={"state": "offline"})
+        return message
+
+    def _store(self, message: ReportedState | Status) -> None:
         """Store reported state or presence (telemetry and events go to the batcher)."""
+        message = self._prepared(message)
         if isinstance(message, ReportedState):
-            self._repo.record_reported(message, now)
-        elif isinstance(message, Status):
-            if (
-                message.state != "offline"
-                and self._is_revoked
-                and self._is_revoked(message.device_id)
-            ):
-                logger.info(
-                    "%s is revoked: its %s status is recorded as offline",
-                    message.device_id,
-                    message.state,
-                )
-                message = message.model_copy(update={"state": "offline"})
-            self._repo.record_status(message, now)
+            self._repo.record_reported(message, self._clock())
+        else:
+            self._repo.record_status(message, self._clock())
 
 
 def _decode(channel: Channel, payload: bytes) -> BaseModel:

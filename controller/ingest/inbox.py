@@ -27,6 +27,10 @@ a library, or a bug in the lane itself) would leave its queue filling until ``pu
 network thread for good; each worker runs under :class:`shared.supervision.Supervised`
 (``restart``), which logs it with the thread's name and runs the lane again after a back-off.
 Its queue lives outside the loop, so nothing queued is lost by a restart.
+
+Batched: given ``handle_many``, a lane with a backlog hands it up to :data:`BATCH_MAX` messages
+at once, in order (the controller stores their reported states in one transaction); a message
+that finds its lane empty is handled alone at once, as before.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from shared.supervision import Supervised
 logger = logging.getLogger(__name__)
 
 _STOP = ("", b"")
+BATCH_MAX = 500
+"""The most queued messages a lane hands to ``handle_many`` at once."""
 
 
 class _Lane:
@@ -52,10 +58,17 @@ class _Lane:
     which showed up as a fifth of the network thread's time at thousands of messages a second.
     """
 
-    def __init__(self, name: str, handle: Callable[[str, bytes], None], maxsize: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        handle: Callable[[str, bytes], None],
+        maxsize: int,
+        handle_many: Callable[[list[tuple[str, bytes]]], None] | None = None,
+    ) -> None:
         self._items: deque[tuple[str, bytes]] = deque()
         self._maxsize = maxsize
         self._handle = handle
+        self._handle_many = handle_many
         self._wake = threading.Event()
         self._sleeping = False
         self._room = threading.Event()
@@ -97,10 +110,37 @@ class _Lane:
                 self._room.set()
             if item is _STOP:
                 return
+            if self._handle_many is not None and items:
+                if self._many(item):
+                    return
+                continue
             try:
                 self._handle(*item)
             except Exception:
                 logger.exception("ingest of %s failed; the message was dropped", item[0])
+
+    def _many(self, first: tuple[str, bytes]) -> bool:
+        """Hand ``first`` and what is queued behind it (up to :data:`BATCH_MAX`) over at once;
+        True when the end marker came among them (handled after the messages before it)."""
+        assert self._handle_many is not None
+        batch, items, stop = [first], self._items, False
+        while len(batch) < BATCH_MAX:
+            try:
+                item = items.popleft()
+            except IndexError:
+                break
+            if item is _STOP:
+                stop = True
+                break
+            batch.append(item)
+        if self._waiting_for_room:
+            self._waiting_for_room = False
+            self._room.set()
+        try:
+            self._handle_many(batch)
+        except Exception:
+            logger.exception("ingest of %d messages failed; they were dropped", len(batch))
+        return stop
 
     def _sleep(self) -> None:
         """Wait for ``put``: announce the sleep first, then look once more, so no wake is lost."""
@@ -120,10 +160,11 @@ class Inbox:
         lanes: Sequence[str] = (),
         maxsize: int = 100_000,
         admit: Callable[[str, bytes], bool] | None = None,
+        handle_many: Callable[[list[tuple[str, bytes]]], None] | None = None,
     ) -> None:
         self._admit = admit
-        self._default = _Lane("state", handle, maxsize)
-        self._lanes = {name: _Lane(name, handle, maxsize) for name in lanes}
+        self._default = _Lane("state", handle, maxsize, handle_many)
+        self._lanes = {name: _Lane(name, handle, maxsize, handle_many) for name in lanes}
 
     def _all(self) -> list[_Lane]:
         return [self._default, *self._lanes.values()]
