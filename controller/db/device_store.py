@@ -38,6 +38,29 @@ class DeviceStore(SessionStore):
             slots = _slots_by_device(session, [d.id for d in rows])
             return [_device(d, slots.get(d.id, ())) for d in rows]
 
+    def observed(
+        self, ids: Sequence[str], model: str
+    ) -> dict[str, tuple[int | None, SlotStatus | None]]:
+        """Per known device in ``ids``: the generation it observed and its reported slot of
+        ``model`` (None: it reports none). What the rollout loop looks at every tick for every
+        device in flight: two columns, not :meth:`devices`' whole records with their planned
+        slots (at 5,000 devices in flight, that read was a quarter of the loop's time)."""
+        result: dict[str, tuple[int | None, SlotStatus | None]] = {}
+        with self._tx() as session:
+            for chunk in _chunks(ids):
+                rows = session.execute(
+                    select(Device.id, Device.observed_generation, Device.reported_slots).where(
+                        Device.id.in_(chunk)
+                    )
+                )
+                for device_id, generation, slots in rows:
+                    mine = [
+                        s for s in slots or () if isinstance(s, dict) and s.get("name") == model
+                    ]
+                    parsed = parse_slots(mine)
+                    result[device_id] = (generation, parsed[0] if parsed else None)
+        return result
+
     def device(self, device_id: str) -> DeviceRecord:
         """One device, or :class:`NotFound`."""
         found = self.devices([device_id])

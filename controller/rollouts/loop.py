@@ -259,21 +259,18 @@ class RolloutLoop:
         ]
         if not flying:
             return {}
-        devices = {d.id: d for d in self._repo.devices([t.device_id for t in flying])}
+        observed = self._repo.observed([t.device_id for t in flying], spec.model)
         since = {t.device_id: t.validated_at for t in flying if t.validated_at is not None}
         windows = self._store.telemetry_since({k: v for k, v in since.items() if v is not None})
         result: dict[str, machine.Observation] = {}
         for target in flying:
-            device = devices.get(target.device_id)
-            if device is None:
+            if target.device_id not in observed:
                 continue
-            slot = next((s for s in device.reported if s.name == spec.model), None)
+            generation, slot = observed[target.device_id]
             health = None
             if target.device_id in windows:
                 health = summarize(windows[target.device_id], spec.model, spec.version)
-            result[target.device_id] = machine.Observation.of(
-                device.observed_generation, slot, health
-            )
+            result[target.device_id] = machine.Observation.of(generation, slot, health)
         return result
 
     def _enrol_late(self, rollout: Rollout) -> bool:
