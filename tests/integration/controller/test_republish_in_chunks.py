@@ -18,11 +18,13 @@ from controller.fleet.deployments import Fleet
 from tests.integration.controller.conftest import poll
 from tests.integration.fleet_parts import PUBLIC_URL, fleet_parts
 
-DEVICES = [f"gw-{i:02d}" for i in range(12)]
+DEVICES = [f"gw-{i:02d}" for i in range(24)]
+"""Eight chunks of three at 0.5 s each: the deploy has 3.5 s to go out before the republish ends
+(with 4 chunks of 0.2 s, a deploy on a loaded machine sometimes came after the last one)."""
 
 
 class SlowBroker:
-    """The bus: each ``publish_all`` takes 0.2 s; records the devices of each call, in order."""
+    """The bus: each ``publish_all`` takes 0.5 s; records the devices of each call, in order."""
 
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
@@ -34,7 +36,7 @@ class SlowBroker:
     def publish_all(
         self, messages: Sequence[tuple[str, bytes]], *, qos: int = 1, retain: bool = True
     ) -> None:
-        time.sleep(0.2)
+        time.sleep(0.5)
         with self._lock:
             self.calls.append([topic.split("/")[-2] for topic, _ in messages])
 
@@ -55,10 +57,10 @@ def test_a_deploy_during_a_fleet_republish_goes_out_before_it_ends(
         republish = threading.Thread(target=fleet.republish_all)
         republish.start()
         poll(lambda: broker.calls, 10, "the republish to send its first chunk")
-        fleet.deploy_to(["gw-11"], "detector", "1.0.0", None)
+        fleet.deploy_to(["gw-23"], "detector", "1.0.0", None)
         republish.join(30)
 
-        deploy = broker.calls.index(["gw-11"])
+        deploy = broker.calls.index(["gw-23"])
         assert deploy < len(broker.calls) - 1, broker.calls  # not queued behind the whole fleet
         republished = [d for i, call in enumerate(broker.calls) if i != deploy for d in call]
         assert sorted(republished) == DEVICES
