@@ -61,6 +61,16 @@ class DeviceStore(SessionStore):
                     result[device_id] = (generation, parsed[0] if parsed else None)
         return result
 
+    def planned(self, ids: Sequence[str], model: str) -> dict[str, PlannedSlot]:
+        """Per device in ``ids`` that has one: its planned slot of ``model`` (what a rollout
+        records as the slot to roll back to), without reading the rest of the device."""
+        result: dict[str, PlannedSlot] = {}
+        with self._tx() as session:
+            for chunk in _chunks(ids):
+                for device_id, slots in _slots_by_device(session, chunk, model).items():
+                    result[device_id] = slots[-1]
+        return result
+
     def device(self, device_id: str) -> DeviceRecord:
         """One device, or :class:`NotFound`."""
         found = self.devices([device_id])
@@ -205,17 +215,20 @@ def _device(d: Device, slots: tuple[PlannedSlot, ...]) -> DeviceRecord:
 
 
 def _slots_by_device(
-    session: Session, device_ids: Sequence[str]
+    session: Session, device_ids: Sequence[str], model: str | None = None
 ) -> dict[str, tuple[PlannedSlot, ...]]:
     if not device_ids:
         return {}
-    rows = session.execute(
+    query = (
         select(Deployment, ModelVersion, Artifact)
         .join(ModelVersion, ModelVersion.id == Deployment.model_version_id)
         .join(Artifact, Artifact.sha256 == ModelVersion.sha256)
         .where(Deployment.device_id.in_(list(device_ids)))
         .order_by(Deployment.id)
-    ).all()
+    )
+    if model is not None:
+        query = query.where(Deployment.model == model)
+    rows = session.execute(query).all()
     result: dict[str, list[PlannedSlot]] = {}
     for dep, mv, art in rows:
         result.setdefault(dep.device_id, []).append(

@@ -5,8 +5,9 @@ writes and reads through (no transactions here; each function works inside the c
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from controller.db.schema_rollouts import RolloutAuditRow, RolloutRow, TargetRow
@@ -64,17 +65,75 @@ def _fill(row: TargetRow, t: Target) -> None:
 
 
 def write_targets(session: Session, rollout_id: str, targets: list[Target]) -> None:
-    """Copy each target onto its stored row (targets without a row are ignored)."""
+    """Copy each target onto its stored row (targets without a row are ignored).
+
+    One executemany of a Core UPDATE: a wave of 5,000 devices changed 5,000 rows at once, and
+    loading them as ORM objects to set their attributes and flush them took seconds."""
     if not targets:
         return
-    by_device = {t.device_id: t for t in targets}
-    rows = session.execute(
-        select(TargetRow).where(
-            TargetRow.rollout_id == rollout_id, TargetRow.device_id.in_(list(by_device))
-        )
-    ).scalars()
-    for row in rows:
-        _fill(row, by_device[row.device_id])
+    table = cast(Table, TargetRow.__table__)
+    c = table.c
+
+    def param(name: str) -> Any:
+        return bindparam(f"b_{name}", type_=c[name].type)
+
+    columns = (
+        "wave",
+        "status",
+        "reason",
+        "previous",
+        "generation",
+        "started_at",
+        "validated_at",
+        "finished_at",
+        "baseline",
+    )
+    stmt = (
+        update(table)
+        .where(c.rollout_id == bindparam("b_rollout"), c.device_id == bindparam("b_device"))
+        .values({name: param(name) for name in columns})
+    )
+    session.execute(
+        stmt,
+        [
+            {
+                "b_rollout": rollout_id,
+                "b_device": t.device_id,
+                "b_wave": t.wave,
+                "b_status": t.status.value,
+                "b_reason": t.reason,
+                "b_previous": t.previous,
+                "b_generation": t.generation,
+                "b_started_at": t.started_at,
+                "b_validated_at": t.validated_at,
+                "b_finished_at": t.finished_at,
+                "b_baseline": None if t.baseline is None else t.baseline.to_json(),
+            }
+            for t in targets
+        ],
+    )
+
+
+def add_audit(session: Session, rollout_id: str, entries: Sequence[AuditEntry]) -> None:
+    """Insert these audit entries (one multi-row INSERT, not an ORM object each)."""
+    if not entries:
+        return
+    session.execute(
+        insert(RolloutAuditRow),
+        [
+            {
+                "rollout_id": rollout_id,
+                "ts": e.ts,
+                "actor": e.actor[:64],
+                "kind": e.kind,
+                "from_state": e.from_state,
+                "to_state": e.to_state,
+                "device_id": e.device_id,
+                "reason": e.reason,
+            }
+            for e in entries
+        ],
+    )
 
 
 def audit_row(rollout_id: str, e: AuditEntry) -> RolloutAuditRow:

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from controller.db.lease_rows import decide_locked
 from controller.db.rollout_rows import (
+    add_audit,
     audit_row,
     rollout_record,
     rollout_row,
@@ -205,7 +206,7 @@ class RolloutStore(SessionStore):
                 row.requested_op = None
                 row.requested_by = None
             write_targets(session, rollout.id, list(targets))
-            session.add_all(audit_row(rollout.id, e) for e in audit)
+            add_audit(session, rollout.id, audit)
             if state not in ACTIVE:
                 session.execute(delete(RolloutClaim).where(RolloutClaim.rollout_id == rollout.id))
 

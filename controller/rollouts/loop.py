@@ -33,7 +33,6 @@ from controller.errors import Conflict, ControllerError, InvalidInput
 from controller.failure_log import FailureLog
 from controller.fleet.deployments import Fleet
 from controller.fleet.desired import PlannedSlot
-from controller.records import DeviceRecord
 from controller.rollouts import machine
 from controller.rollouts.health import summarize
 from controller.rollouts.model import (
@@ -323,15 +322,13 @@ class RolloutLoop:
         """Record each starting device's previous slot and baseline (before publishing)."""
         spec = rollout.spec
         fresh = [d for d in start if (changed.get(d) or by_id[d]).previous is None]
-        devices: dict[str, DeviceRecord] = {d.id: d for d in self._repo.devices(fresh)}
+        planned = self._repo.planned(fresh, spec.model)
         windows = self._store.telemetry_before(fresh, now, BASELINE_WINDOW_S)
         result: dict[str, Target] = {}
         for device_id in start:
             target = changed.get(device_id) or by_id[device_id]
             if target.previous is None:
-                device = devices.get(device_id)
-                slots = device.slots if device is not None else ()
-                old = next((s for s in slots if s.name == spec.model), None)
+                old = planned.get(device_id)
                 baseline = summarize(
                     windows.get(device_id, []), spec.model, old.version if old else None
                 )
