@@ -7,9 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 from click.testing import CliRunner
 
 from controller.cli.main import cli
+from controller.rollouts import loop as rollout_loop
 from controller.settings import Settings
 from tests.integration.controller.conftest import admin_token, api_client
 from tests.integration.rollouts.conftest import Fleet, poll, prepare, start_controller
@@ -97,8 +99,14 @@ def test_three_failures_abort_at_threshold_and_roll_back(
 
 
 def test_controller_restarted_mid_wave_completes_the_rollout(
-    sqlite_url: str, settings_for: Callable[[str], Settings], sim_fleet: Fleet
+    sqlite_url: str,
+    settings_for: Callable[[str], Settings],
+    sim_fleet: Fleet,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Waves of 15 devices go out 4 at a time (``START_CHUNK``), as a 5,000-device wave goes out
+    500 at a time: a restart between chunks leaves the rest for the next tick to publish."""
+    monkeypatch.setattr(rollout_loop, "START_CHUNK", 4)
     settings = settings_for(sqlite_url)
     controller = start_controller(settings)
     api = api_client(controller, timeout=30)
