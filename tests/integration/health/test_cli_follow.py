@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from controller.server import Controller
 from shared.codec import encode
@@ -17,9 +18,10 @@ from tests.integration.health.samples import sample
 
 
 def test_follow_prints_new_samples_live(
-    controller: Controller, peers: Callable[[str], MqttPeer], prefix: str
+    controller: Controller, peers: Callable[[str], MqttPeer], prefix: str, tmp_path: Path
 ) -> None:
     topic = Topics(prefix).device("gw-f", Channel.TELEMETRY)
+    errors = (tmp_path / "follow.stderr").open("w")
     agent = peers(controller.broker_url)
     agent.publish(topic, encode(sample("gw-f", 1, cpu=11)))
     proc = subprocess.Popen(
@@ -37,7 +39,7 @@ def test_follow_prints_new_samples_live(
             controller.http_url,
         ],
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=errors,
         text=True,
         env={
             **os.environ,
@@ -54,9 +56,20 @@ def test_follow_prints_new_samples_live(
         poll(lambda: any('"gw-f-2"' in line for line in lines), timeout_s=20, what="live sample")
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(10)
-        reader.join(10)
-        proc.stdout.close()  # type: ignore[union-attr]
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            # reaped here, so no zombie or open pipe is left to the tests after this one
+            proc.kill()
+            proc.wait(10)
+            raise AssertionError(
+                f"the follow process did not stop on Ctrl-C within 10 s; printed {lines}; "
+                f"stderr: {(tmp_path / 'follow.stderr').read_text()[-3000:]}"
+            ) from None
+        finally:
+            reader.join(10)
+            proc.stdout.close()  # type: ignore[union-attr]
+            errors.close()
     ids = [line for line in lines if '"sample_id"' in line]
     assert len(ids) == 2, lines  # each sample once, in arrival order
     assert '"gw-f-1"' in ids[0]

@@ -195,9 +195,17 @@ def test_a_killed_worker_is_restarted_and_stop_leaves_no_process(
     assert alive == [], f"ingest worker processes outlived the controller: {alive}"
     # multiprocessing's resource tracker is the interpreter's own helper, shared by every user
     # of multiprocessing; it ends when this process does. Anything else spawned is a leak.
-    children = [" ".join(p.cmdline()) for p in psutil.Process().children(recursive=True)]
+    children = [_cmdline(p) for p in psutil.Process().children(recursive=True)]
     spawned = [c for c in children if "multiprocessing" in c and "resource_tracker" not in c]
     assert spawned == [], spawned
+
+
+def _cmdline(p: psutil.Process) -> str:
+    """A child's command line; a zombie (another test's unreaped child, already dead) has none."""
+    try:
+        return " ".join(p.cmdline())
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return "(exited)"
 
 
 def test_embedded_broker_refuses_ingest_workers(
