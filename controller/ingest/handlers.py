@@ -200,13 +200,9 @@ class Ingest:
     def handle_batch(
         self, messages: Sequence[tuple[str, bytes]], done: Callable[[], None] | None = None
     ) -> None:
-        """:meth:`handle` each (topic, payload) in order (an ingest link's read), then ``done``
-        once every one of them is stored or refused (on the batch writer's thread, in order)."""
-        for topic, payload in messages:
-            try:
-                self.handle(topic, payload)
-            except Exception:
-                logger.exception("ingest of %s failed; the message was dropped", topic)
+        """:meth:`handle_many` an ingest link's read, then ``done`` once every one of its
+        messages is stored or refused (on the batch writer's thread, in order)."""
+        self.handle_many(messages)
         if done is not None:
             self._batcher.after_written(done)
 
