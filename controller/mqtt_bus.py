@@ -29,6 +29,14 @@ from shared.transport import MqttAuth
 
 logger = logging.getLogger(__name__)
 
+PUBLISH_WINDOW = 1000
+"""QoS 1 publishes on the wire at once, unacknowledged. paho's default is 20: a rollout chunk
+or a republish of 500 desired documents then went out 20 at a time, one broker round trip per
+20 (25 per chunk), and under load each round trip waits for the broker and for this process's
+network thread to get the GIL back. Twice the 500-document chunks, so a republish and a wave's
+chunk can be in flight together. Mosquitto acknowledges a client's QoS 1 publishes as they come
+(MQTT 3.1.1 has no receive maximum), so the window costs the broker nothing."""
+
 
 class MqttBus:
     """A reconnecting paho client bound to one broker and one topic prefix."""
@@ -67,6 +75,7 @@ class MqttBus:
             protocol=mqtt.MQTTv311,
             clean_session=True,
         )
+        self._client.max_inflight_messages_set(PUBLISH_WINDOW)
         apply_auth(self._client, auth or MqttAuth(), tls=broker_url.startswith("mqtts://"))
         self._client.reconnect_delay_set(min_delay=1, max_delay=30)
         self._client.on_connect = self._handle_connect
@@ -126,19 +135,31 @@ class MqttBus:
         network thread) per device. Each acknowledgement gets the full timeout from the
         moment the previous one arrived, so a slow but progressing broker is not an error.
         """
+        self.send_all(messages, qos=qos, retain=retain)()
+
+    def send_all(
+        self, messages: Sequence[tuple[str, bytes]], *, qos: int = 1, retain: bool = True
+    ) -> Callable[[], None]:
+        """Hand every message to the network thread; the returned call waits for their
+        acknowledgements (:class:`BusError` as :meth:`publish_all`). A rollout prepares its
+        next chunk of devices while the broker acknowledges this one."""
         sent = [(t, self._client.publish(t, p, qos=qos, retain=retain)) for t, p in messages]
-        for topic, info in sent:
-            try:
-                info.wait_for_publish(self._timeout)
-            except (RuntimeError, ValueError) as exc:
-                raise BusError(
-                    f"publish to {topic} failed: {exc}; is the broker at {self.broker_url} up?"
-                ) from exc
-            if not info.is_published():
-                raise BusError(
-                    f"the broker at {self.broker_url} did not acknowledge {topic} within "
-                    f"{self._timeout:.0f} s"
-                )
+
+        def wait() -> None:
+            for topic, info in sent:
+                try:
+                    info.wait_for_publish(self._timeout)
+                except (RuntimeError, ValueError) as exc:
+                    raise BusError(
+                        f"publish to {topic} failed: {exc}; is the broker at {self.broker_url} up?"
+                    ) from exc
+                if not info.is_published():
+                    raise BusError(
+                        f"the broker at {self.broker_url} did not acknowledge {topic} within "
+                        f"{self._timeout:.0f} s"
+                    )
+
+        return wait
 
     def _handle_connect(
         self,

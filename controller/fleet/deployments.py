@@ -49,6 +49,11 @@ class Publisher(Protocol):
     ) -> None:
         """Publish every message, then wait for all the acknowledgements."""
 
+    def send_all(
+        self, messages: Sequence[tuple[str, bytes]], *, qos: int = 1, retain: bool = True
+    ) -> Callable[[], None]:
+        """Publish every message; the returned call waits for all the acknowledgements."""
+
 
 class Fleet:
     """Deploy and undeploy model versions; keep every device's retained desired document."""
@@ -198,6 +203,16 @@ class Fleet:
         What a rollout wave does; like :meth:`deploy` with a device list. Devices already
         serving exactly that keep their generation, so publishing again is idempotent.
         """
+        deployment, acknowledged = self.send_to(device_ids, model, version, config)
+        acknowledged()
+        return deployment
+
+    def send_to(
+        self, device_ids: Sequence[str], model: str, version: str, config: str | None
+    ) -> tuple[Deployment, Callable[[], None]]:
+        """:meth:`deploy_to` up to handing the documents to the bus: the returned call waits
+        for the broker's acknowledgements (BusError when they do not come). The slots and
+        generations are stored before it returns."""
         record = self._catalog.require_version(model, version)
         with self._lock:
             if config is None:
@@ -205,7 +220,7 @@ class Fleet:
                 plans = {d: _deploying(slot) for d in device_ids}
             else:
                 plans = self._config_plans(config, record, list(device_ids))
-            return self._apply(plans)
+            return self._send(plans)
 
     def restore(self, model: str, previous: Mapping[str, PlannedSlot | None]) -> Deployment:
         """Give each device its previous slot of ``model`` back (None: it had none).
@@ -250,9 +265,17 @@ class Fleet:
 
     def _apply(self, plans: _Plans) -> Deployment:
         """Run the plans (caller holds the lock); publish to the devices that changed."""
+        deployment, acknowledged = self._send(plans)
+        acknowledged()
+        return deployment
+
+    def _send(self, plans: _Plans) -> tuple[Deployment, Callable[[], None]]:
+        """:meth:`_apply` without waiting for the broker's acknowledgements."""
         changes = self._repo.change_each(plans)
-        self._publish_all([(c.device_id, c.generation, c.slots) for c in changes if c.changed])
-        return Deployment(tuple(changes))
+        acknowledged = self._send_all(
+            [(c.device_id, c.generation, c.slots) for c in changes if c.changed]
+        )
+        return Deployment(tuple(changes)), acknowledged
 
     def _targets(self, device: str | None, selector: str | None) -> list[str]:
         if (device is None) == (selector is None):
@@ -271,8 +294,14 @@ class Fleet:
 
     def _publish_all(self, docs: Sequence[tuple[str, int, tuple[PlannedSlot, ...]]]) -> None:
         """Publish each (device, generation, slots) as its retained desired document."""
+        self._send_all(docs)()
+
+    def _send_all(
+        self, docs: Sequence[tuple[str, int, tuple[PlannedSlot, ...]]]
+    ) -> Callable[[], None]:
+        """:meth:`_publish_all`; the returned call waits for the acknowledgements."""
         if not docs:
-            return
+            return _nothing
         shas = sorted({s.sha256 for _, _, slots in docs for s in slots})
         refs = {sha: r for sha in shas if (r := self._catalog.reference(sha))}
         now = self._clock()
@@ -296,11 +325,20 @@ class Fleet:
         messages = [
             (self._topics.device(d.device_id, Channel.DESIRED), encode(d)) for d in documents
         ]
-        self._publisher.publish_all(messages, qos=1, retain=True)
-        for device_id, gen, slots in docs:
-            logger.info(
-                "published desired generation %d to %s (%d slots)", gen, device_id, len(slots)
-            )
+        sent = self._publisher.send_all(messages, qos=1, retain=True)
+
+        def acknowledged() -> None:
+            sent()
+            for device_id, gen, slots in docs:
+                logger.info(
+                    "published desired generation %d to %s (%d slots)", gen, device_id, len(slots)
+                )
+
+        return acknowledged
+
+
+def _nothing() -> None:
+    """Nothing to wait for."""
 
 
 _Plan = Callable[[tuple[PlannedSlot, ...]], SlotPlan]

@@ -311,16 +311,22 @@ class RolloutLoop:
         # A wave's devices go out a chunk at a time: each chunk's previous slots are stored,
         # then its documents published, so the first gateways start while the leader prepares
         # the rest (a 5,000-device wave published its first document 7-13 s after it started
-        # at the scale bench). A leader that dies or stops between chunks leaves the rest
-        # in progress without a generation: the next tick (here or in the next leader)
-        # prepares and publishes them.
-        for first in range(0, len(step.start), START_CHUNK):
-            if self._stop.is_set():
-                break
-            chunk = step.start[first : first + START_CHUNK]
-            prepared = self._prepare(rollout, chunk, targets, by_id, now)
-            self._store.save_targets(rollout.id, list(prepared.values()))
-            self._publish(rollout, [prepared[d] for d in chunk], now)
+        # at the scale bench). The broker acknowledges a chunk while the next one is prepared;
+        # a chunk's generations are stored once its acknowledgements came. A leader that dies
+        # or stops between chunks leaves the rest in progress without a generation: the next
+        # tick (here or in the next leader) prepares and publishes them.
+        pending: Callable[[], None] = _nothing
+        try:
+            for first in range(0, len(step.start), START_CHUNK):
+                if self._stop.is_set():
+                    break
+                chunk = step.start[first : first + START_CHUNK]
+                prepared = self._prepare(rollout, chunk, targets, by_id, now)
+                self._store.save_targets(rollout.id, list(prepared.values()))
+                earlier, pending = pending, self._send(rollout, [prepared[d] for d in chunk], now)
+                earlier()
+        finally:
+            pending()
 
     def _prepare(
         self,
@@ -351,14 +357,17 @@ class RolloutLoop:
             result[device_id] = target
         return result
 
-    def _publish(self, rollout: Rollout, targets: list[Target], now: datetime) -> None:
+    def _send(self, rollout: Rollout, targets: list[Target], now: datetime) -> Callable[[], None]:
+        """Store and publish these targets' documents; the returned call waits for the broker's
+        acknowledgements, then stores each target's generation (or why it failed)."""
         spec = rollout.spec
         ids = [t.device_id for t in targets]
         generations: dict[str, int] = {}
         failures: dict[str, str] = {}
         unchanged: list[str] = []
+        acknowledged: Callable[[], None] = _nothing
         try:
-            result = self._fleet.deploy_to(ids, spec.model, spec.version, spec.config)
+            result, acknowledged = self._fleet.send_to(ids, spec.model, spec.version, spec.config)
             generations = {c.device_id: c.generation for c in result.devices}
             unchanged = [c.device_id for c in result.devices if not c.changed]
         except InvalidInput:
@@ -369,10 +378,27 @@ class RolloutLoop:
                     unchanged += [c.device_id for c in one.devices if not c.changed]
                 except InvalidInput as exc:
                     failures[device_id] = str(exc)
-        # A device whose document was already stored was started before by a leader that
-        # died (kill -9) or lost the broker between storing it and the broker's acknowledgement:
-        # deploy_to publishes only what changed, so publish it again (same generation).
-        self._fleet.republish(unchanged)
+
+        def finish() -> None:
+            acknowledged()
+            # A device whose document was already stored was started before by a leader that
+            # died (kill -9) or lost the broker between storing it and the broker's
+            # acknowledgement: send_to publishes only what changed, so publish it again (same
+            # generation).
+            self._fleet.republish(unchanged)
+            self._record(rollout, targets, generations, failures, now)
+
+        return finish
+
+    def _record(
+        self,
+        rollout: Rollout,
+        targets: list[Target],
+        generations: dict[str, int],
+        failures: dict[str, str],
+        now: datetime,
+    ) -> None:
+        """Store the generation published to each target, or why it failed."""
         updated: list[Target] = []
         audit: list[AuditEntry] = []
         for target in targets:
@@ -400,3 +426,7 @@ class RolloutLoop:
                 audit=audit,
                 now=now,
             )
+
+
+def _nothing() -> None:
+    """Nothing to wait for."""

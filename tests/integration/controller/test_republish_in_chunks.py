@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -36,9 +36,15 @@ class SlowBroker:
     def publish_all(
         self, messages: Sequence[tuple[str, bytes]], *, qos: int = 1, retain: bool = True
     ) -> None:
+        self.send_all(messages, qos=qos, retain=retain)()
+
+    def send_all(
+        self, messages: Sequence[tuple[str, bytes]], *, qos: int = 1, retain: bool = True
+    ) -> Callable[[], None]:
         time.sleep(0.5)
         with self._lock:
             self.calls.append([topic.split("/")[-2] for topic, _ in messages])
+        return lambda: None
 
 
 def test_a_deploy_during_a_fleet_republish_goes_out_before_it_ends(

@@ -10,7 +10,7 @@ loop whose broker link fails after the database commit, exactly where the kill w
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,17 @@ class DiesBeforeTheBrokerAcknowledges:
     def publish_all(
         self, messages: Sequence[tuple[str, bytes]], *, qos: int = 1, retain: bool = True
     ) -> None:
-        raise BusError(f"the leader died before the broker acknowledged {len(messages)} messages")
+        self.send_all(messages, qos=qos, retain=retain)()
+
+    def send_all(
+        self, messages: Sequence[tuple[str, bytes]], *, qos: int = 1, retain: bool = True
+    ) -> Callable[[], None]:
+        def acknowledged() -> None:
+            raise BusError(
+                f"the leader died before the broker acknowledged {len(messages)} messages"
+            )
+
+        return acknowledged
 
 
 def rollout(api: httpx.Client, rollout_id: str) -> dict[str, Any]:
