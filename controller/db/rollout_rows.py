@@ -52,6 +52,23 @@ def target_row(rollout_id: str, t: Target) -> TargetRow:
     return row
 
 
+def target_values(rollout_id: str, t: Target) -> dict[str, Any]:
+    """The ``rollout_targets`` row of one target as column values, for a bulk insert."""
+    return {
+        "rollout_id": rollout_id,
+        "device_id": t.device_id,
+        "wave": t.wave,
+        "status": t.status.value,
+        "reason": t.reason,
+        "previous": t.previous,
+        "generation": t.generation,
+        "started_at": t.started_at,
+        "validated_at": t.validated_at,
+        "finished_at": t.finished_at,
+        "baseline": None if t.baseline is None else t.baseline.to_json(),
+    }
+
+
 def _fill(row: TargetRow, t: Target) -> None:
     row.wave = t.wave
     row.status = t.status.value
