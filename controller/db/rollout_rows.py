@@ -47,9 +47,7 @@ def rollout_row(r: Rollout) -> RolloutRow:
 
 def target_row(rollout_id: str, t: Target) -> TargetRow:
     """The ``rollout_targets`` row of one target."""
-    row = TargetRow(rollout_id=rollout_id, device_id=t.device_id)
-    _fill(row, t)
-    return row
+    return TargetRow(**target_values(rollout_id, t))
 
 
 def target_values(rollout_id: str, t: Target) -> dict[str, Any]:
@@ -67,18 +65,6 @@ def target_values(rollout_id: str, t: Target) -> dict[str, Any]:
         "finished_at": t.finished_at,
         "baseline": None if t.baseline is None else t.baseline.to_json(),
     }
-
-
-def _fill(row: TargetRow, t: Target) -> None:
-    row.wave = t.wave
-    row.status = t.status.value
-    row.reason = t.reason
-    row.previous = t.previous
-    row.generation = t.generation
-    row.started_at = t.started_at
-    row.validated_at = t.validated_at
-    row.finished_at = t.finished_at
-    row.baseline = None if t.baseline is None else t.baseline.to_json()
 
 
 def write_targets(session: Session, rollout_id: str, targets: list[Target]) -> None:
