@@ -1,9 +1,10 @@
 """The controller's MQTT client: the only module that imports paho.
 
 One paho client (v2 callback API, MQTT 3.1.1) with its own network thread. On every (re)connect
-it subscribes to ``subscriptions`` (by default everything agents publish) and calls
-``on_connected``; inbound messages go to ``on_message`` as (topic, payload). ``start`` returns
-once the broker granted the subscriptions; ``publish`` waits for the broker's PUBACK.
+it subscribes to ``subscriptions`` (by default everything agents publish) and to what it was told
+to ``follow`` since, and calls ``on_connected``; inbound messages go to ``on_message`` as
+(topic, payload). ``start`` returns once the broker granted the subscriptions; ``publish`` waits
+for the broker's PUBACK.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ class MqttBus:
             if subscriptions is not None
             else [topics.every_device(ch) for ch in AGENT_PUBLISHES]
         )
+        self._followed: list[str] = []
+        """Filters subscribed to on top of ``subscriptions`` (:meth:`follow`), kept over
+        reconnects."""
+        self._follow_lock = threading.Lock()
         self._subscribe_mid: int | None = None
         self._suback = threading.Event()
         """Set once the broker answered the first SUBSCRIBE (granted or refused)."""
@@ -121,6 +126,29 @@ class MqttBus:
     def connected(self) -> bool:
         return self._connected.is_set()
 
+    def follow(self, filters: Sequence[str]) -> None:
+        """Subscribe to ``filters`` too (now if connected, and after every reconnect): the
+        broker delivers their retained messages at once, then every new one."""
+        with self._follow_lock:
+            new = [f for f in filters if f not in self._followed]
+            self._followed += new
+            if new and self._connected.is_set():
+                self._client.subscribe([(f, 1) for f in new])
+
+    def unfollow(self, filters: Sequence[str]) -> None:
+        """Undo :meth:`follow` for ``filters``."""
+        with self._follow_lock:
+            gone = [f for f in filters if f in self._followed]
+            self._followed = [f for f in self._followed if f not in gone]
+            if gone and self._connected.is_set():
+                self._client.unsubscribe(gone)
+
+    @property
+    def followed(self) -> list[str]:
+        """What :meth:`follow` added (and :meth:`unfollow` did not take back)."""
+        with self._follow_lock:
+            return list(self._followed)
+
     def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = True) -> None:
         """Publish and wait for the broker's acknowledgement (PUBACK for QoS 1)."""
         self.publish_all([(topic, payload)], qos=qos, retain=retain)
@@ -182,6 +210,9 @@ class MqttBus:
             self._suback.set()
         self._connect_error = None
         self._connected.set()
+        with self._follow_lock:  # after connected is set, so a concurrent follow() is not missed
+            if self._followed:
+                client.subscribe([(f, 1) for f in self._followed])
         logger.info("connected to MQTT broker %s", self.broker_url)
         if self._on_connected is not None:
             self._on_connected()

@@ -54,9 +54,11 @@ from controller.ingest.inbox import Inbox
 from controller.ingest.pool import (
     IngestWorkers,
     main_subscriptions,
+    reports_follow_the_lease,
     start_ingest_workers,
     telemetry_link,
 )
+from controller.ingest.report_duty import ReportDuty
 from controller.jobs.carry import pending_jobs
 from controller.jobs.loop import JobLoop
 from controller.jobs.service import JobService
@@ -72,7 +74,7 @@ from controller.trust.signing import FleetSigner
 from controller.trust.tls_files import check_broker_tls, check_server_tls
 from shared.messages import Status
 from shared.supervision import Supervised
-from shared.topics import Topics
+from shared.topics import Channel, Topics
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +100,8 @@ class Controller:
         self.services: Services | None = None
         self.ingest_workers: IngestWorkers | None = None
         """Telemetry ingest processes (``Settings.ingest_workers`` > 0), else None."""
+        self._report_duty: ReportDuty | None = None
+        """Replicas only: follows reported state while this one runs the rollouts."""
         self.rollout_loop: RolloutLoop | None = None
         """The rollout loop of this replica (tests stop it to run one of their own)."""
         self.http_url = ""
@@ -187,13 +191,14 @@ class Controller:
             link = telemetry_link(topics, broker_url, broker_side.bus_auth, ingest, s)
             link.start()
             self._stoppers.append(link.stop)
+        reports_follow_lease = reports_follow_the_lease(s)
         bus = MqttBus(
             broker_url,
             topics,
             inbox.put,
             on_connected=self._republish_soon,
             auth=broker_side.bus_auth,
-            subscriptions=main_subscriptions(topics),
+            subscriptions=main_subscriptions(topics, reported=not reports_follow_lease),
         )
         job_store = JobStore(engine)
         fleet = Fleet(
@@ -214,9 +219,13 @@ class Controller:
             fleet,
             lease_ttl_s=s.rollout_lease_ttl_s,
             holder=f"{s.resolved_replica_id()}-{uuid.uuid4().hex[:6]}",
-            on_lead=self._republish_soon,
+            on_lead=self._on_lead,
         )
         self.rollout_loop = rollout_loop
+        if reports_follow_lease:
+            self._report_duty = ReportDuty(
+                bus, [topics.every_device(Channel.REPORTED)], lambda: rollout_loop.leader
+            )
         rollouts = RolloutService(rollout_store, repo, catalog, configs, wake=rollout_loop.wake)
         self.services = Services(
             repo=repo,
@@ -255,6 +264,9 @@ class Controller:
             bind_client_ids(broker_side.admin, identities)
         rollout_loop.start()
         self._stoppers.append(rollout_loop.stop)
+        if self._report_duty is not None:
+            self._report_duty.start()
+            self._stoppers.append(self._report_duty.stop)
 
         # Singleton work runs in the replica holding the rollout lease (issue 17): job events
         # and re-signing, like the rollouts and the republishing of desired documents.
@@ -325,6 +337,12 @@ class Controller:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+
+    def _on_lead(self) -> None:
+        """This replica took the rollout lease: store reported state now, republish."""
+        if self._report_duty is not None:
+            self._report_duty.sync()
+        self._republish_soon()
 
     def _republish_soon(self) -> None:
         """After every (re)connect, republish desired documents off the network thread.

@@ -64,17 +64,24 @@ STEADY_S = 30.0
 MAX_BACKOFF_S = 30.0
 
 
-def main_subscriptions(topics: Topics) -> list[str]:
-    """What the main process's paho client subscribes to: every agent channel but telemetry.
+def main_subscriptions(topics: Topics, *, reported: bool = True) -> list[str]:
+    """What the main process's paho client subscribes to: every agent channel but telemetry
+    (and but reported state with ``reported=False``).
 
     Telemetry, the bulk of the traffic, arrives over an :class:`IngestLink`: in the worker
-    processes with ``--ingest-workers``, else in this process (:func:`telemetry_link`).
+    processes with ``--ingest-workers``, else in this process (:func:`telemetry_link`). Among
+    replicas, reported state is followed by the rollout leader only
+    (:mod:`controller.ingest.report_duty`, :func:`reports_follow_the_lease`).
     """
-    return [
-        topics.every_device(channel)
-        for channel in AGENT_PUBLISHES
-        if channel is not Channel.TELEMETRY
-    ]
+    skip = {Channel.TELEMETRY} | (set() if reported else {Channel.REPORTED})
+    return [topics.every_device(channel) for channel in AGENT_PUBLISHES if channel not in skip]
+
+
+def reports_follow_the_lease(settings: Settings) -> bool:
+    """Whether reported state is stored by the rollout leader alone: replicas (``--replica-id``)
+    on an external broker. A single controller, or one with the embedded broker, stores it
+    itself, as it always did."""
+    return settings.broker_url is not None and settings.replica_id is not None
 
 
 def telemetry_link(
