@@ -57,6 +57,8 @@ QUIET_CORES = 0.1
 """Replica CPU (cores, per replica and 10,000 devices) below which the replicas count as idle:
 steady telemetry ingest measured 0.05 here."""
 QUIET_WINDOW_S = 5.0
+QUIET_ABOVE_STEADY = 1.33
+"""After the steady window: idle means at most this times its replica CPU rate."""
 
 
 class Scale:
@@ -400,11 +402,17 @@ class Scale:
         )  # fmt: skip
 
     def _quiet(self, what: str, timeout: float = 300.0) -> None:
-        """Wait until the replicas are back to steady work: every replica stores every report,
-        so the database sees the last one while the slower replicas are still writing theirs."""
+        """Wait until the replicas are back to steady work (telemetry only): what a rollout
+        left them (the last reports, log lines, telemetry batches) is done before the next part
+        is measured. Once the steady window was measured, "steady" is its replica CPU rate plus
+        a third (on a slow day steady ingest alone was above the fixed bound, and the wait ran
+        to its timeout)."""
         meter = self.meter
         assert meter is not None
         limit = QUIET_CORES * self.cfg.replicas * max(1.0, self.cfg.devices / 10_000)
+        if "steady-end" in meter.marks:
+            steady, steady_s = meter.between("steady-start", "steady-end")
+            limit = max(limit, QUIET_ABOVE_STEADY * steady["replicas"] / steady_s)
         began = time.monotonic()
         while time.monotonic() - began < timeout:
             start = meter.totals()["replicas"]
