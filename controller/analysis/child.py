@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from controller.analysis.bounded_child import first_line, limit_cpu
+from controller.analysis.bounded_child import first_line, limit_cpu, ready
 from controller.analysis.report import analyze_all
 from controller.errors import ControllerError
 
@@ -26,6 +26,7 @@ def main(argv: list[str]) -> int:
         return 2
     model, out, cpu_seconds = Path(argv[0]), Path(argv[1]), int(argv[2])
     limit_cpu(cpu_seconds)
+    ready()
     gc.disable()  # a short-lived process: the cycle collector only costs time (~30% at 32k nodes)
     try:
         reports = analyze_all(model.read_bytes())

@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from controller.analysis.bounded_child import first_line, limit_cpu
+from controller.analysis.bounded_child import first_line, limit_cpu, ready
 from controller.analysis.reference_outputs import (
     InputsRefused,
     ReferenceOutputsError,
@@ -38,6 +38,7 @@ def main(argv: list[str]) -> int:
         return 2
     model, out, cpu_seconds = Path(argv[0]), Path(argv[1]), int(argv[-1])
     limit_cpu(cpu_seconds)
+    ready()
     try:
         warmup = json.loads(Path(argv[2]).read_text()) if len(argv) == 4 else {}
         sample_path = warmup.get("sample")
