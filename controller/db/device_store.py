@@ -61,6 +61,23 @@ class DeviceStore(SessionStore):
                     result[device_id] = (generation, parsed[0] if parsed else None)
         return result
 
+    def desired(self, ids: Sequence[str]) -> list[tuple[str, int, tuple[PlannedSlot, ...]]]:
+        """(device, desired generation, planned slots) of each known device in ``ids``, sorted
+        by id: what its retained desired document says, without the rest of the device (a
+        republish of 10,000 documents spent a third of its time reading whole records, their
+        facts and reported slots decoded for nothing)."""
+        result: list[tuple[str, int, tuple[PlannedSlot, ...]]] = []
+        with self._tx() as session:
+            for chunk in _chunks(sorted(ids)):
+                rows = session.execute(
+                    select(Device.id, Device.desired_generation)
+                    .where(Device.id.in_(chunk))
+                    .order_by(Device.id)
+                ).all()
+                slots = _slots_by_device(session, [device_id for device_id, _ in rows])
+                result += [(d, generation, slots.get(d, ())) for d, generation in rows]
+        return result
+
     def planned(self, ids: Sequence[str], model: str) -> dict[str, PlannedSlot]:
         """Per device in ``ids`` that has one: its planned slot of ``model`` (what a rollout
         records as the slot to roll back to), without reading the rest of the device."""

@@ -36,6 +36,9 @@ logger = logging.getLogger(__name__)
 
 REPUBLISH_CHUNK = 500
 """Devices per lock hold when every document is published again."""
+LOGGED_ONE_BY_ONE = 20
+"""Publications of up to this many documents log a line per device at INFO; larger ones (a
+rollout's chunk, a republish) one line, the devices at DEBUG (10,000 INFO lines a rollout)."""
 
 
 class Publisher(Protocol):
@@ -254,9 +257,9 @@ class Fleet:
         if not device_ids:
             return 0
         with self._lock:
-            devices = self._repo.devices(list(device_ids))
-            self._publish_all([(d.id, d.desired_generation, d.slots) for d in devices])
-            return len(devices)
+            documents = self._repo.desired(list(device_ids))
+            self._publish_all(documents)
+            return len(documents)
 
     def touch(self, device_id: str) -> Deployment:
         """Publish the device's document under a new generation (its jobs changed)."""
@@ -329,9 +332,24 @@ class Fleet:
 
         def acknowledged() -> None:
             sent()
-            for device_id, gen, slots in docs:
+            if len(docs) > LOGGED_ONE_BY_ONE:  # a wave's chunk, a republish: one line
+                generations = [gen for _, gen, _ in docs]
                 logger.info(
-                    "published desired generation %d to %s (%d slots)", gen, device_id, len(slots)
+                    "published desired documents to %d devices (%s ... %s, generations %d-%d)",
+                    len(docs),
+                    docs[0][0],
+                    docs[-1][0],
+                    min(generations),
+                    max(generations),
+                )
+            level = logging.INFO if len(docs) <= LOGGED_ONE_BY_ONE else logging.DEBUG
+            for device_id, gen, slots in docs:
+                logger.log(
+                    level,
+                    "published desired generation %d to %s (%d slots)",
+                    gen,
+                    device_id,
+                    len(slots),
                 )
 
         return acknowledged

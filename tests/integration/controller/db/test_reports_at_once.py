@@ -45,8 +45,9 @@ def test_a_backlog_stored_at_once_keeps_the_newest_generation_and_the_last_prese
     engine: Engine,
 ) -> None:
     repo = Repository(engine)
-    for device in ("gw-a", "gw-b"):
+    for device in ("gw-a", "gw-b", "gw-c"):
         repo.record_contact(device, NOW)
+    repo.record_status(Status(device_id="gw-c", state="online", ts=NOW), NOW)
     later = NOW + timedelta(seconds=5)
     repo.record_many(
         [
@@ -57,15 +58,20 @@ def test_a_backlog_stored_at_once_keeps_the_newest_generation_and_the_last_prese
             reported("gw-b", 1, "1.0"),  # a lagging replica's older copy: contact only
             Status(device_id="gw-a", state="online", ts=NOW),
             reported("gw-new", 4, "4.0"),  # never seen before: created
+            Status(device_id="gw-c", state="offline"),
+            reported("gw-c", 1, "1.0"),  # a report says nothing of presence: still offline
         ],
         later,
     )
     assert serving(repo, "gw-a") == (3, "3.0")
     assert serving(repo, "gw-b") == (2, "2.0")
     assert serving(repo, "gw-new") == (4, "4.0")
+    assert serving(repo, "gw-c") == (1, "1.0")
     assert repo.device("gw-a").online is True
+    assert repo.device("gw-c").online is False
+    assert repo.device("gw-b").online is False  # never said it was online
     assert {d.id: d.last_seen for d in repo.devices()} == dict.fromkeys(
-        ("gw-a", "gw-b", "gw-new"), later
+        ("gw-a", "gw-b", "gw-c", "gw-new"), later
     )
 
 
