@@ -173,7 +173,7 @@ class Controller:
             topics,
             batcher=batcher,
             max_payload_bytes=s.max_mqtt_payload_bytes,
-            is_revoked=identities.is_revoked,
+            revoked=identities.revoked_among,
         )
 
         broker_side = start_broker_side(s, identities)
@@ -362,7 +362,9 @@ class Controller:
 
         def republish() -> None:
             try:
-                count = services.fleet.republish_all()
+                count = services.fleet.republish_all(
+                    yield_to=(lambda: loop.busy) if loop is not None else None
+                )
                 logger.info("republished the desired state of %d devices", count)
             except ControllerError as exc:
                 logger.error("could not republish desired state: %s", exc)

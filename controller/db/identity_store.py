@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -162,6 +163,23 @@ class IdentityStore(SessionStore):
         found = self.identity(device_id)
         return found is not None and found.revoked_at is not None
 
+    def revoked_among(self, device_ids: Collection[str]) -> set[str]:
+        """Those of ``device_ids`` that were enrolled and then revoked: one query for a batch
+        (ingest checks every "online" presence; a replica starting at 10,000 gateways receives
+        10,000 retained ones at once, and a query each held its inbox for tens of seconds)."""
+        ids = sorted(set(device_ids))
+        found: set[str] = set()
+        with self._tx() as session:
+            for start in range(0, len(ids), _IN_CHUNK):
+                found.update(
+                    session.execute(
+                        select(DeviceIdentityRow.device_id)
+                        .where(DeviceIdentityRow.device_id.in_(ids[start : start + _IN_CHUNK]))
+                        .where(DeviceIdentityRow.revoked_at.is_not(None))
+                    ).scalars()
+                )
+        return found
+
     def identities(self) -> list[IdentityRecord]:
         with self._tx() as session:
             rows = session.execute(
@@ -205,3 +223,7 @@ class IdentityStore(SessionStore):
                 .limit(1)
             ).scalar_one_or_none()
             return None if row is None else {"key_id": row.key_id, "public_key": row.public_key}
+
+
+_IN_CHUNK = 1000
+"""Ids per ``IN (...)`` list."""

@@ -158,6 +158,11 @@ class RolloutLoop:
         self._wake.set()
 
     @property
+    def busy(self) -> bool:
+        """A tick is running: work that can wait (a republish of every document) waits."""
+        return self._tick_began is not None
+
+    @property
     def leader(self) -> bool:
         return self._lease_until is not None and self._lease_until > self._clock()
 

@@ -70,3 +70,50 @@ def test_a_deploy_during_a_fleet_republish_goes_out_before_it_ends(
         assert deploy < len(broker.calls) - 1, broker.calls  # not queued behind the whole fleet
         republished = [d for i, call in enumerate(broker.calls) if i != deploy for d in call]
         assert sorted(republished) == DEVICES
+
+
+def test_a_republish_waits_while_the_rollout_loop_is_at_work(
+    sqlite_url: str, mosquitto: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new leader's republish of every document yields to the rollout it took over: no chunk
+    goes out while the loop is busy; once it is idle, every device gets its document once."""
+    monkeypatch.setattr(deployments, "REPUBLISH_CHUNK", 8)
+    with fleet_parts(sqlite_url, mosquitto, tmp_path / "data") as parts:
+        for device_id in DEVICES:
+            parts.add_device(device_id)
+        broker = SlowBroker()
+        fleet = Fleet(
+            parts.repo, parts.catalog, parts.configs, broker, parts.topics, PUBLIC_URL,
+            signer=parts.signer,
+        )  # fmt: skip
+        busy = threading.Event()
+        busy.set()
+        republish = threading.Thread(target=fleet.republish_all, args=(busy.is_set,))
+        republish.start()
+        time.sleep(1.5)
+        assert broker.calls == []  # the loop is at work: nothing republished yet
+        busy.clear()
+        republish.join(30)
+        assert not republish.is_alive()
+        assert sorted(d for call in broker.calls for d in call) == DEVICES
+
+
+def test_a_republish_waits_for_a_busy_rollout_loop_only_so_long(
+    sqlite_url: str, mosquitto: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loop that never pauses (one rollout after another) delays the republish by at most
+    YIELD_MAX_S in all: a device whose document the broker lost still gets it."""
+    monkeypatch.setattr(deployments, "REPUBLISH_CHUNK", 8)
+    monkeypatch.setattr(deployments, "YIELD_MAX_S", 1.0)
+    with fleet_parts(sqlite_url, mosquitto, tmp_path / "data") as parts:
+        for device_id in DEVICES:
+            parts.add_device(device_id)
+        broker = SlowBroker()
+        fleet = Fleet(
+            parts.repo, parts.catalog, parts.configs, broker, parts.topics, PUBLIC_URL,
+            signer=parts.signer,
+        )  # fmt: skip
+        began = time.monotonic()
+        assert fleet.republish_all(lambda: True) == len(DEVICES)
+        assert time.monotonic() - began >= 1.0
+        assert sorted(d for call in broker.calls for d in call) == DEVICES
