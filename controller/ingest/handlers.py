@@ -138,20 +138,22 @@ class Ingest:
         if not stores:
             return
         if len(stores) > 1:
-            revoked = self._revoked_among([m for m, _c, _d in stores])
-            batch = [self._prepared(m, revoked) for m, _c, _d in stores]
+            reports = [m for m, _c, _d in stores]
+
+            def store_all() -> None:  # the revocation lookup too waits out an outage
+                revoked = self._revoked_among(reports)
+                batch = [self._prepared(m, revoked) for m in reports]
+                self._repo.record_many(batch, self._clock())
+
             try:
-                self._through_outage(
-                    lambda: self._repo.record_many(batch, self._clock()),
-                    f"{len(batch)} reports",
-                )
+                self._through_outage(store_all, f"{len(reports)} reports")
             except ControllerError as exc:
                 logger.warning(
-                    "could not store %d reports at once (%s): one by one", len(batch), exc
+                    "could not store %d reports at once (%s): one by one", len(reports), exc
                 )
             else:
                 with self._lock:
-                    self._accepted += len(batch)
+                    self._accepted += len(reports)
                 return
         for message, channel, device_id in stores:
             self._store_one(message, channel, device_id)
