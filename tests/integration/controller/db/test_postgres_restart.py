@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from controller.db.identity_store import IdentityStore
 from controller.db.repository import Repository
 from controller.db.telemetry_store import TelemetryStore
 from controller.ingest.batch import IngestBatcher
 from controller.ingest.handlers import Ingest
 from shared.codec import encode
-from shared.messages import DeviceFacts, ReportedState, SlotPhase, SlotStatus
+from shared.messages import DeviceFacts, ReportedState, SlotPhase, SlotStatus, Status
 from shared.topics import Channel, Topics
 from tests.integration.controller.db.conftest import migrated
 from tests.integration.health.samples import sample
@@ -185,3 +186,36 @@ def test_a_reported_state_that_arrives_while_postgresql_is_down_is_stored_once_i
         engine.dispose()
     assert device.observed_generation == 4
     assert device.reported == (serving,)
+
+
+def test_a_backlog_of_presence_that_arrives_while_postgresql_is_down_is_stored_once_it_is_back(
+    cluster: Cluster,
+) -> None:
+    """A starting replica's backlog of retained statuses (stored many at once, their devices'
+    revocation looked up first): the lookup waits out the outage with the batch, instead of
+    failing it and the lane dropping every message in it."""
+    engine = migrated(cluster.url)
+    repo, identities = Repository(engine), IdentityStore(engine)
+    topics = Topics("jf/v1")
+    ingest = Ingest(
+        repo, topics, IngestBatcher(TelemetryStore(engine)), revoked=identities.revoked_among
+    )
+    devices = [f"gw-{i}" for i in range(5)]
+    backlog = [
+        (topics.device(d, Channel.STATUS), encode(Status(device_id=d, state="online")))
+        for d in devices
+    ]
+    lane = threading.Thread(target=ingest.handle_many, args=(backlog,), daemon=True)
+    try:
+        for device in devices:
+            repo.record_contact(device, datetime.now(timezone.utc))
+        cluster.stop()
+        lane.start()  # the inbox's lane worker handles the backlog while the server is down
+        time.sleep(OUTAGE_S)
+        cluster.start()
+        lane.join(60)
+        assert not lane.is_alive()
+        online = {d.id for d in repo.devices() if d.online}
+    finally:
+        engine.dispose()
+    assert online == set(devices)
