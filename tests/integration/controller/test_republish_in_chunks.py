@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -72,13 +73,10 @@ def test_a_deploy_during_a_fleet_republish_goes_out_before_it_ends(
         assert sorted(republished) == DEVICES
 
 
-def test_a_republish_waits_while_the_rollout_loop_is_at_work(
-    sqlite_url: str, mosquitto: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A new leader's republish of every document yields to the rollout it took over: no chunk
-    goes out while the loop is busy; once it is idle, every device gets its document once."""
-    monkeypatch.setattr(deployments, "REPUBLISH_CHUNK", 8)
-    with fleet_parts(sqlite_url, mosquitto, tmp_path / "data") as parts:
+@contextmanager
+def slow_fleet(sqlite_url: str, mosquitto: str, data: Path) -> Iterator[tuple[Fleet, SlowBroker]]:
+    """A fleet of DEVICES publishing through a SlowBroker."""
+    with fleet_parts(sqlite_url, mosquitto, data) as parts:
         for device_id in DEVICES:
             parts.add_device(device_id)
         broker = SlowBroker()
@@ -86,6 +84,16 @@ def test_a_republish_waits_while_the_rollout_loop_is_at_work(
             parts.repo, parts.catalog, parts.configs, broker, parts.topics, PUBLIC_URL,
             signer=parts.signer,
         )  # fmt: skip
+        yield fleet, broker
+
+
+def test_a_republish_waits_while_the_rollout_loop_is_at_work(
+    sqlite_url: str, mosquitto: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new leader's republish of every document yields to the rollout it took over: no chunk
+    goes out while the loop is busy; once it is idle, every device gets its document once."""
+    monkeypatch.setattr(deployments, "REPUBLISH_CHUNK", 8)
+    with slow_fleet(sqlite_url, mosquitto, tmp_path / "data") as (fleet, broker):
         busy = threading.Event()
         busy.set()
         republish = threading.Thread(target=fleet.republish_all, args=(busy.is_set,))
@@ -105,14 +113,7 @@ def test_a_republish_waits_for_a_busy_rollout_loop_only_so_long(
     YIELD_MAX_S in all: a device whose document the broker lost still gets it."""
     monkeypatch.setattr(deployments, "REPUBLISH_CHUNK", 8)
     monkeypatch.setattr(deployments, "YIELD_MAX_S", 1.0)
-    with fleet_parts(sqlite_url, mosquitto, tmp_path / "data") as parts:
-        for device_id in DEVICES:
-            parts.add_device(device_id)
-        broker = SlowBroker()
-        fleet = Fleet(
-            parts.repo, parts.catalog, parts.configs, broker, parts.topics, PUBLIC_URL,
-            signer=parts.signer,
-        )  # fmt: skip
+    with slow_fleet(sqlite_url, mosquitto, tmp_path / "data") as (fleet, broker):
         began = time.monotonic()
         assert fleet.republish_all(lambda: True) == len(DEVICES)
         assert time.monotonic() - began >= 1.0
