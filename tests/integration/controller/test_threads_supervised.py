@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -120,7 +121,7 @@ def test_a_crash_of_the_republish_after_a_reconnect_is_logged_with_the_thread_na
         services = controller.services
         assert services is not None
 
-        def republish_all() -> int:
+        def republish_all(yield_to: Callable[[], bool] | None = None) -> int:
             raise RuntimeError("injected: the devices could not be listed")
 
         monkeypatch.setattr(services.fleet, "republish_all", republish_all)
