@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, load_only
 
 from controller.db.schema import Artifact, Deployment, Device, ModelVersion, utcnow
-from controller.db.session import SessionStore
+from controller.db.session import SessionStore, in_chunks
 from controller.errors import DatabaseError, NotFound
 from controller.records import DeviceRecord, PlannedSlot, SlotChange, SlotPlan
 from shared.delegate import DelegateConfig
@@ -47,7 +47,7 @@ class DeviceStore(SessionStore):
         slots (at 5,000 devices in flight, that read was a quarter of the loop's time)."""
         result: dict[str, tuple[int | None, SlotStatus | None]] = {}
         with self._tx() as session:
-            for chunk in _chunks(ids):
+            for chunk in in_chunks(ids):
                 rows = session.execute(
                     select(Device.id, Device.observed_generation, Device.reported_slots).where(
                         Device.id.in_(chunk)
@@ -68,7 +68,7 @@ class DeviceStore(SessionStore):
         facts and reported slots decoded for nothing)."""
         result: list[tuple[str, int, tuple[PlannedSlot, ...]]] = []
         with self._tx() as session:
-            for chunk in _chunks(sorted(ids)):
+            for chunk in in_chunks(sorted(ids)):
                 rows = session.execute(
                     select(Device.id, Device.desired_generation)
                     .where(Device.id.in_(chunk))
@@ -83,7 +83,7 @@ class DeviceStore(SessionStore):
         records as the slot to roll back to), without reading the rest of the device."""
         result: dict[str, PlannedSlot] = {}
         with self._tx() as session:
-            for chunk in _chunks(ids):
+            for chunk in in_chunks(ids):
                 for device_id, slots in _slots_by_device(session, chunk, model).items():
                     result[device_id] = slots[-1]
         return result
@@ -149,7 +149,7 @@ class DeviceStore(SessionStore):
         changes: list[SlotChange] = []
         with self._tx() as session:
             devices: dict[str, Device] = {}
-            for chunk in _chunks(sorted(ids)):
+            for chunk in in_chunks(sorted(ids)):
                 query = (
                     select(Device)
                     .options(load_only(Device.id, Device.desired_generation))
@@ -164,7 +164,7 @@ class DeviceStore(SessionStore):
             if missing is not None:
                 raise NotFound(f"unknown device '{missing}'")
             current: dict[str, tuple[PlannedSlot, ...]] = {}
-            for chunk in _chunks(ids):
+            for chunk in in_chunks(ids):
                 current.update(_slots_by_device(session, chunk))
             outcomes = {d: plan(current.get(d, ())) for d, plan in plans.items()}
             rewrite = [d for d, o in outcomes.items() if o.changed or o.rewrite]
@@ -273,20 +273,12 @@ def _slots_by_device(
     return {k: tuple(v) for k, v in result.items()}
 
 
-_CHUNK = 1000
-"""Ids per ``IN (...)`` list (SQLite allows 32,766 parameters, PostgreSQL 65,535)."""
-
-
-def _chunks(ids: Sequence[str]) -> list[list[str]]:
-    return [list(ids[i : i + _CHUNK]) for i in range(0, len(ids), _CHUNK)]
-
-
 def _deployments_of(
     session: Session, device_ids: Sequence[str]
 ) -> dict[str, dict[str, Deployment]]:
     """Device → model → its deployment row, for these devices."""
     found: dict[str, dict[str, Deployment]] = {}
-    for chunk in _chunks(device_ids):
+    for chunk in in_chunks(device_ids):
         rows = session.execute(select(Deployment).where(Deployment.device_id.in_(chunk)))
         for d in rows.scalars():
             found.setdefault(d.device_id, {})[d.model] = d

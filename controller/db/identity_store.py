@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from controller.db.schema_security import DeviceIdentityRow, EnrolTokenRow, SigningKeyRow
-from controller.db.session import SessionStore
+from controller.db.session import SessionStore, in_chunks
 from controller.errors import NotFound
 
 
@@ -158,23 +158,17 @@ class IdentityStore(SessionStore):
             row = session.get(DeviceIdentityRow, device_id)
             return None if row is None else _identity(row)
 
-    def is_revoked(self, device_id: str) -> bool:
-        """True when ``device_id`` was enrolled and then revoked."""
-        found = self.identity(device_id)
-        return found is not None and found.revoked_at is not None
-
     def revoked_among(self, device_ids: Collection[str]) -> set[str]:
         """Those of ``device_ids`` that were enrolled and then revoked: one query for a batch
         (ingest checks every "online" presence; a replica starting at 10,000 gateways receives
         10,000 retained ones at once, and a query each held its inbox for tens of seconds)."""
-        ids = sorted(set(device_ids))
         found: set[str] = set()
         with self._tx() as session:
-            for start in range(0, len(ids), _IN_CHUNK):
+            for chunk in in_chunks(sorted(set(device_ids))):
                 found.update(
                     session.execute(
                         select(DeviceIdentityRow.device_id)
-                        .where(DeviceIdentityRow.device_id.in_(ids[start : start + _IN_CHUNK]))
+                        .where(DeviceIdentityRow.device_id.in_(chunk))
                         .where(DeviceIdentityRow.revoked_at.is_not(None))
                     ).scalars()
                 )
@@ -223,7 +217,3 @@ class IdentityStore(SessionStore):
                 .limit(1)
             ).scalar_one_or_none()
             return None if row is None else {"key_id": row.key_id, "public_key": row.public_key}
-
-
-_IN_CHUNK = 1000
-"""Ids per ``IN (...)`` list."""

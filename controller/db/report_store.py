@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import BindParameter, Case, Update
 
 from controller.db.schema import Device, EventRecord, TelemetrySample
-from controller.db.session import SessionStore
+from controller.db.session import SessionStore, in_chunks
 from controller.errors import DatabaseError, NotFound
 from controller.records import EventEntry, TelemetryRecord
 from shared.messages import ReportedState, Status
@@ -100,8 +100,9 @@ class ReportStore(SessionStore):
         rows: list[dict[str, object]] = []
         with self._tx() as session:
             conn = session.connection()
-            ids = sorted({m.device_id for m in messages})
-            known = set(conn.execute(select(Device.id).where(Device.id.in_(ids))).scalars())
+            known: set[str] = set()
+            for chunk in in_chunks(sorted({m.device_id for m in messages})):
+                known.update(conn.execute(select(Device.id).where(Device.id.in_(chunk))).scalars())
             for msg in sorted(messages, key=lambda m: m.device_id):
                 if msg.device_id not in known:
                     unknown.append(msg)

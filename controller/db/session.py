@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,15 @@ def transaction(sessions: sessionmaker[Session]) -> Iterator[Session]:
         raise
     except SQLAlchemyError as exc:
         raise DatabaseError(f"database error: {describe(exc)}") from exc
+
+
+IN_CHUNK = 1000
+"""Ids per ``IN (...)`` list (SQLite allows 32,766 parameters, PostgreSQL 65,535)."""
+
+
+def in_chunks(ids: Sequence[str]) -> list[list[str]]:
+    """``ids`` in lists of at most :data:`IN_CHUNK`, in order."""
+    return [list(ids[i : i + IN_CHUNK]) for i in range(0, len(ids), IN_CHUNK)]
 
 
 class SessionStore:
