@@ -87,8 +87,12 @@ def test_each_report_is_stored_by_the_leader_alone_and_the_next_leader_catches_u
                 f"replica {follower.index} (not leading) stored reports the leader stores"
             )
 
-        # Kill the leader; while nobody holds the lease, a device reports something new.
+        # Kill the leader; while nobody holds the lease, a device reports something new. Its
+        # simulated agent is disconnected first: it answers every desired document with its own
+        # state, so the new leader's republish would overwrite the injected report (CI failed
+        # on that race at stop 27) and the live answer would hide a missing retained catch-up.
         device = sorted(sims.agents)[0]
+        sims.agents[device].stop()
         leader.kill9()
         state = (
             sims.agents[device].state().model_copy(update={"serve_url": "http://10.9.8.7:8001/v2"})
