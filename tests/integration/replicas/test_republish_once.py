@@ -86,8 +86,16 @@ def test_three_replicas_starting_together_republish_once_and_a_new_leader_does_a
     recorder = DesiredRecorder(mosquitto, cluster.prefix)
     try:
         prepare(api, sims, DEVICES, set())  # a document per device, at some generation
-        before = recorder.copies()
-        assert len(before) == DEVICES
+
+        # the recorder is a separate client: wait until it holds what the agents acted on
+        def caught_up() -> dict[str, list[tuple[int, str]]] | None:
+            seen = recorder.copies()
+            done = len(seen) == DEVICES and all(
+                seen[d][-1][0] == a.generation for d, a in sims.agents.items()
+            )
+            return seen if done else None
+
+        before = poll(caught_up, 10, "the recorder to hold every device's document")
         first.kill9()
         [second] = poll(
             lambda: [r for r in others if r.holder() is not None] or None,
