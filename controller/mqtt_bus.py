@@ -1,10 +1,23 @@
 """The controller's MQTT client: the only module that imports paho.
 
-One paho client (v2 callback API, MQTT 3.1.1) with its own network thread. On every (re)connect
-it subscribes to ``subscriptions`` (by default everything agents publish) and to what it was told
+One paho client (v2 callback API) with its own network thread. On every (re)connect it
+subscribes to ``subscriptions`` (by default everything agents publish) and to what it was told
 to ``follow`` since, and calls ``on_connected``; inbound messages go to ``on_message`` as
 (topic, payload). ``start`` returns once the broker granted the subscriptions; ``publish`` waits
 for the broker's PUBACK.
+
+Two protocols, one per role (the controller runs one bus of each, :mod:`controller.server`):
+
+- MQTT 3.1.1 for publishing desired documents: Mosquitto acknowledges a 3.1.1 client's QoS 1
+  publishes as they come, so :data:`PUBLISH_WINDOW` of them can be on the wire at once.
+- MQTT 5.0 for receiving what agents publish, with a receive maximum of
+  :data:`RECEIVE_MAXIMUM`. A 3.1.1 subscriber gets at most the broker's ``max_inflight_messages``
+  (20 by default) unacknowledged; the rest wait in the broker's queue for it, and past
+  ``max_queued_messages`` (1,000 by default) the broker drops them without a word. A burst of
+  gateways reporting at once outran the network thread that way (2,226 of 2,500 reports arrived,
+  Mosquitto logged "Outgoing messages are being dropped"). Messages in flight are not queued: with
+  MQTT 5.0 the broker sends up to RECEIVE_MAXIMUM of them and the socket carries the backlog.
+  A broker that refuses 5.0 gets 3.1.1 (:meth:`MqttBus.start`, logged).
 """
 
 from __future__ import annotations
@@ -19,6 +32,7 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
@@ -39,6 +53,17 @@ chunk can be in flight together. Mosquitto acknowledges a client's QoS 1 publish
 (MQTT 3.1.1 has no receive maximum), so the window costs the broker nothing."""
 
 
+RECEIVE_MAXIMUM = 65_535
+"""QoS 1 messages the broker may have sent to a 5.0 bus and not seen acknowledged (the most MQTT
+5.0 allows). The bus acknowledges a message once ``on_message`` returned (an inbox put), so this
+bounds only how much a burst may sit in the socket instead of the broker's droppable queue."""
+
+MQTT5 = 5
+MQTT311 = 4
+UNSUPPORTED_PROTOCOL = "Unsupported protocol version"
+"""paho's name for the CONNACK refusal a broker without MQTT 5.0 answers a 5.0 CONNECT with."""
+
+
 class MqttBus:
     """A reconnecting paho client bound to one broker and one topic prefix."""
 
@@ -52,6 +77,7 @@ class MqttBus:
         auth: MqttAuth | None = None,
         subscriptions: Sequence[str] | None = None,
         client_name: str = "jetfleet-controller",
+        protocol: int = MQTT311,
     ) -> None:
         self.broker_url = broker_url
         self._host, self._port = parse_broker_url(broker_url)
@@ -74,31 +100,86 @@ class MqttBus:
         self._connected = threading.Event()
         self._connect_error: str | None = None
         self._paho_error: str | None = None
-        self._client = mqtt.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=f"{client_name}-{uuid.uuid4().hex[:12]}",
-            protocol=mqtt.MQTTv311,
-            clean_session=True,
-        )
-        self._client.max_inflight_messages_set(PUBLISH_WINDOW)
-        apply_auth(self._client, auth or MqttAuth(), tls=broker_url.startswith("mqtts://"))
-        self._client.reconnect_delay_set(min_delay=1, max_delay=30)
-        self._client.on_connect = self._handle_connect
-        self._client.on_connect_fail = self._handle_connect_fail
-        self._client.on_log = self._handle_paho_log
-        self._client.on_disconnect = self._handle_disconnect
-        self._client.on_message = self._handle_message
-        self._client.on_subscribe = self._handle_subscribe
+        self._connack_seen = False
+        self._refused_protocol = threading.Event()
+        """Set when the broker refused MQTT 5.0 (start falls back to 3.1.1)."""
+        self._client_name = client_name
+        self._auth = auth or MqttAuth()
+        self.protocol = protocol
+        self._client = self._new_client()
+
+    def _new_client(self) -> mqtt.Client:
+        if self.protocol == MQTT5:
+            client = mqtt.Client(
+                CallbackAPIVersion.VERSION2,
+                client_id=f"{self._client_name}-{uuid.uuid4().hex[:12]}",
+                protocol=mqtt.MQTTv5,
+            )
+        else:
+            client = mqtt.Client(
+                CallbackAPIVersion.VERSION2,
+                client_id=f"{self._client_name}-{uuid.uuid4().hex[:12]}",
+                protocol=mqtt.MQTTv311,
+                clean_session=True,
+            )
+        if self.protocol != MQTT5:
+            # A 5.0 broker states how many unacknowledged publishes it takes (Mosquitto: its
+            # max_inflight_messages, 20 by default) and paho cannot change the window once
+            # connected: a 5.0 bus keeps paho's 20 and is for receiving.
+            client.max_inflight_messages_set(PUBLISH_WINDOW)
+        apply_auth(client, self._auth, tls=self.broker_url.startswith("mqtts://"))
+        client.reconnect_delay_set(min_delay=1, max_delay=30)
+        client.on_connect = self._handle_connect
+        client.on_connect_fail = self._handle_connect_fail
+        client.on_log = self._handle_paho_log
+        client.on_disconnect = self._handle_disconnect
+        client.on_message = self._handle_message
+        client.on_subscribe = self._handle_subscribe
+        return client
+
+    def _connect_async(self) -> None:
+        if self.protocol == MQTT5:
+            properties = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+            properties.ReceiveMaximum = RECEIVE_MAXIMUM
+            # clean start and no session expiry: the 5.0 form of 3.1.1's clean session
+            self._client.connect_async(
+                self._host, self._port, keepalive=30, clean_start=True, properties=properties
+            )
+        else:
+            self._client.connect_async(self._host, self._port, keepalive=30)
 
     def start(self, timeout_s: float = 10.0) -> None:
-        """Connect and start the network thread; :class:`BusError` if not connected in time."""
+        """Connect and start the network thread; :class:`BusError` if not connected in time.
+
+        A 5.0 bus whose broker refuses 5.0 starts again as 3.1.1 (logged)."""
         try:
-            self._client.connect_async(self._host, self._port, keepalive=30)
+            self._start(timeout_s)
+        except BusError:
+            if self.protocol != MQTT5 or not self._refused_protocol.is_set():
+                raise
+            logger.warning(
+                "MQTT broker %s refused MQTT 5.0 (%s); the controller receives over 3.1.1 (a "
+                "burst beyond the broker's max_queued_messages is dropped by the broker: raise it)",
+                self.broker_url,
+                self._connect_error,
+            )
+            self.protocol = MQTT311
+            self._connect_error = None
+            self._refused_protocol.clear()
+            self._client = self._new_client()
+            self._start(timeout_s)
+
+    def _start(self, timeout_s: float) -> None:
+        try:
+            self._connect_async()
         except (OSError, ValueError) as exc:
             raise BusError(f"cannot reach the MQTT broker at {self.broker_url}: {exc}") from exc
         self._client.loop_start()
         deadline = time.monotonic() + timeout_s
-        if self._connected.wait(timeout_s):
+        while not self._connected.wait(0.05) and not self._refused_protocol.is_set():
+            if time.monotonic() > deadline:
+                break
+        if self._connected.is_set():
             self._suback.wait(max(0.0, deadline - time.monotonic()))
             if self._subscribe_error is not None:
                 self.stop()
@@ -197,12 +278,16 @@ class MqttBus:
         reason_code: ReasonCode,
         _properties: Properties | None,
     ) -> None:
+        self._connack_seen = True
         self._paho_error = None
         if reason_code.is_failure:
             self._connect_error = f"the broker refused the connection: {reason_code}"
             logger.warning(
                 "MQTT broker %s refused the connection: %s", self.broker_url, reason_code
             )
+            if self.protocol == MQTT5 and str(reason_code) == UNSUPPORTED_PROTOCOL:
+                client.disconnect()  # start() falls back to 3.1.1; no reconnect loop meanwhile
+                self._refused_protocol.set()
             return
         if self._subscriptions:
             _result, self._subscribe_mid = client.subscribe([(f, 1) for f in self._subscriptions])
@@ -263,6 +348,12 @@ class MqttBus:
     ) -> None:
         was_connected = self._connected.is_set()
         self._connected.clear()
+        if self.protocol == MQTT5 and not was_connected and not self._connack_seen:
+            # amqtt (3.1.1 only) closes the connection on a 5.0 CONNECT instead of refusing it
+            self._connect_error = "the broker closed the connection on an MQTT 5.0 CONNECT"
+            self._refused_protocol.set()
+            self._client.disconnect()
+            return
         if not was_connected and self._paho_error is not None:
             self._note_connect_error(explain_connect_error(self._paho_error, CONTROLLER_FIXES))
             self._paho_error = None

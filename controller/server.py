@@ -62,7 +62,7 @@ from controller.ingest.report_duty import ReportDuty
 from controller.jobs.carry import pending_jobs
 from controller.jobs.loop import JobLoop
 from controller.jobs.service import JobService
-from controller.mqtt_bus import MqttBus
+from controller.mqtt_bus import MQTT5, MQTT311, MqttBus
 from controller.rollouts.loop import RolloutLoop
 from controller.rollouts.service import RolloutService
 from controller.services import Services
@@ -192,13 +192,26 @@ class Controller:
             link.start()
             self._stoppers.append(link.stop)
         reports_follow_lease = reports_follow_the_lease(s)
+        # Two connections: desired documents go out over 3.1.1 (a wide publish window), what
+        # agents publish comes in over 5.0 where the broker speaks it (a receive maximum: a
+        # burst of reports waits in the socket, not in the broker's droppable queue). The
+        # embedded broker is 3.1.1 only. See controller.mqtt_bus.
         bus = MqttBus(
             broker_url,
             topics,
-            inbox.put,
+            lambda _topic, _payload: None,
             on_connected=self._republish_soon,
             auth=broker_side.bus_auth,
+            subscriptions=[],
+        )
+        inbound = MqttBus(
+            broker_url,
+            topics,
+            inbox.put,
+            auth=broker_side.bus_auth,
             subscriptions=main_subscriptions(topics, reported=not reports_follow_lease),
+            client_name="jetfleet-controller-in",
+            protocol=MQTT311 if s.broker_url is None else MQTT5,
         )
         job_store = JobStore(engine)
         fleet = Fleet(
@@ -224,7 +237,7 @@ class Controller:
         self.rollout_loop = rollout_loop
         if reports_follow_lease:
             self._report_duty = ReportDuty(
-                bus, [topics.every_device(Channel.REPORTED)], lambda: rollout_loop.leader
+                inbound, [topics.every_device(Channel.REPORTED)], lambda: rollout_loop.leader
             )
         rollouts = RolloutService(rollout_store, repo, catalog, configs, wake=rollout_loop.wake)
         self.services = Services(
@@ -259,6 +272,8 @@ class Controller:
         )
         bus.start()
         self._stoppers.append(bus.stop)
+        inbound.start()
+        self._stoppers.append(inbound.stop)
         if self.services.enrolment is not None:
             self.services.enrolment.reapply_revocations()
             bind_client_ids(broker_side.admin, identities)

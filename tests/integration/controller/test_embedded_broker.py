@@ -12,6 +12,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.broker_admin.embedded_broker import EmbeddedBroker
 from controller.demo.sample_models import classifier
+from controller.mqtt_bus import MQTT5, MQTT311, MqttBus
 from controller.settings import Settings
 from shared.codec import decode, encode
 from shared.messages import DesiredState
@@ -40,6 +41,30 @@ def test_retained_message_reaches_a_later_subscriber(
     late = peers(broker.url)
     late.subscribe("jf/+/desired")
     assert poll(lambda: late.on("jf/x/desired"), what="retained message") == [b"doc-1"]
+
+
+def test_a_bus_asking_for_mqtt5_falls_back_to_311_on_a_broker_without_it(
+    broker: EmbeddedBroker, peers: Callable[[str], MqttPeer], caplog: pytest.LogCaptureFixture
+) -> None:
+    """amqtt speaks 3.1.1 only: a receiving bus that asks for 5.0 is refused, says so, connects
+    again as 3.1.1 and receives what agents publish."""
+    topics = Topics(f"jf{uuid.uuid4().hex[:6]}")
+    got: list[bytes] = []
+    bus = MqttBus(
+        broker.url,
+        topics,
+        lambda _topic, payload: got.append(payload),
+        subscriptions=[topics.every_device(Channel.STATUS)],
+        protocol=MQTT5,
+    )
+    bus.start(timeout_s=10)
+    try:
+        assert bus.protocol == MQTT311
+        assert "refused MQTT 5.0" in caplog.text
+        peers(broker.url).publish(topics.device("gw-1", Channel.STATUS), b"online")
+        assert poll(lambda: got, what="a message on the 3.1.1 bus") == [b"online"]
+    finally:
+        bus.stop()
 
 
 def test_last_will_fires_when_a_client_dies(
