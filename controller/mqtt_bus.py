@@ -109,23 +109,16 @@ class MqttBus:
         self._client = self._new_client()
 
     def _new_client(self) -> mqtt.Client:
+        client_id = f"{self._client_name}-{uuid.uuid4().hex[:12]}"
         if self.protocol == MQTT5:
-            client = mqtt.Client(
-                CallbackAPIVersion.VERSION2,
-                client_id=f"{self._client_name}-{uuid.uuid4().hex[:12]}",
-                protocol=mqtt.MQTTv5,
-            )
-        else:
-            client = mqtt.Client(
-                CallbackAPIVersion.VERSION2,
-                client_id=f"{self._client_name}-{uuid.uuid4().hex[:12]}",
-                protocol=mqtt.MQTTv311,
-                clean_session=True,
-            )
-        if self.protocol != MQTT5:
             # A 5.0 broker states how many unacknowledged publishes it takes (Mosquitto: its
             # max_inflight_messages, 20 by default) and paho cannot change the window once
             # connected: a 5.0 bus keeps paho's 20 and is for receiving.
+            client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id, protocol=mqtt.MQTTv5)
+        else:
+            client = mqtt.Client(
+                CallbackAPIVersion.VERSION2, client_id, protocol=mqtt.MQTTv311, clean_session=True
+            )
             client.max_inflight_messages_set(PUBLISH_WINDOW)
         apply_auth(client, self._auth, tls=self.broker_url.startswith("mqtts://"))
         client.reconnect_delay_set(min_delay=1, max_delay=30)
