@@ -150,7 +150,11 @@ class AgentDaemon:
         )
         host, port = settings.serve
         self._serve_host = host
-        self.shared_memory = SharedMemoryRegions() if settings.serve_shared_memory else None
+        self.shared_memory = (
+            SharedMemoryRegions(owners=settings.serve_shared_memory_uids)
+            if settings.serve_shared_memory
+            else None
+        )
         app = create_app(
             self.registry,
             self.metrics,

@@ -108,6 +108,12 @@ class AgentSettings(BaseSettings):
         description="Let local clients register /dev/shm regions and pass tensors through them "
         "(Triton's system shared-memory extension; Triton: --allow-client-shm).",
     )
+    serve_shared_memory_uids: list[int] = Field(
+        default_factory=list,
+        description="Users (uids) besides the agent's own whose /dev/shm objects clients may "
+        "register, as a JSON list, e.g. [1001]; the agent cannot tell which client registered a "
+        "region (HTTP over TCP carries no peer credentials), so the object's owner decides.",
+    )
     runtime: Literal["auto", "onnxruntime", "tensorrt"] = Field(
         default="auto",
         description="Inference runtime: auto = TensorRT where it imports and a CUDA device "

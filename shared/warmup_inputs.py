@@ -22,6 +22,11 @@ Source = Literal["profile", "reference", "given", "default"]
 """Where an input's shape came from: the config's shape profile opt, the reference NPZ, the
 operator's ``--shape``/``--inputs`` at push, or the model's dims with dynamic ones set to 1."""
 
+MAX_SHAPE_ELEMENTS = 1 << 26
+"""Elements a given shape may have: 256 MiB of FP32, the cap on a model's reference outputs
+(``shared.reference_layout.MAX_REFERENCE_BYTES``), which one case must fit anyway. Checked when
+the shape is read, before anything allocates it (issue 29 N7)."""
+
 _NAME_VALUE = re.compile(r"^(?P<name>.+?)=(?P<value>[^=]*)$")
 
 
@@ -80,6 +85,12 @@ def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
         ) from None
     if any(d < 1 for d in shape):
         raise WarmupSpecError(f"--shape {text!r}: every dimension must be at least 1")
+    elements = math.prod(shape)
+    if elements > MAX_SHAPE_ELEMENTS:
+        raise WarmupSpecError(
+            f"--shape {text!r}: {elements:,} elements, over the {MAX_SHAPE_ELEMENTS:,} a warm-up "
+            "input may have (256 MiB of FP32, the cap on reference outputs)"
+        )
     return name, shape
 
 

@@ -3,6 +3,7 @@ ports."""
 
 from __future__ import annotations
 
+import logging
 import socket
 import uuid
 from collections.abc import Iterator
@@ -100,3 +101,21 @@ def _no_user_cli_credentials(
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
     for name in ("JETFLEET_TOKEN", "JETFLEET_CA_FILE"):
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """A test that runs ``jetfleet serve`` or the agent's CLI in-process installs their root
+    handler (``shared.logfmt.configure_root_logging``), whose redacting filter moves a record's
+    traceback into ``exc_text`` before later handlers see it: left in place, later tests'
+    ``caplog`` records lost their ``exc_info`` depending on the order tests ran in."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for added in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(added)
+        added.close()
+    for kept in handlers:
+        if kept not in root.handlers:
+            root.addHandler(kept)
+    root.setLevel(level)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shutil
 import sys
 import threading
@@ -130,7 +131,8 @@ class TrtHost:
 
     def _spawn(self) -> HostProcess:
         self._generation += 1
-        prefix = shm.host_prefix(os.getpid(), f"{self._tag}.{self._generation}")
+        tag = f"{self._tag}.{self._generation}.{secrets.token_hex(8)}"  # unguessable names
+        prefix = shm.host_prefix(os.getpid(), tag)
         command = [self.config.interpreter, "-m", self.config.module]
         command += ["--backend", self.config.backend]
         proc = HostProcess(command, prefix, self._env, self._root, self._on_death)

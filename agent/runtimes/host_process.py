@@ -228,8 +228,27 @@ class HostProcess:
                 log.exception("progress callback of a %s request failed", pending.kind)
 
     def _died(self) -> None:
+        """Record why the host ended, fail what waited on it and tell the owner (which restarts
+        it), whatever cleaning up its regions meets: a file of its prefix that another user
+        made cannot be removed, and that must not leave requests waiting for good (issue 29
+        N10: the reader thread died of PermissionError here and inference hung)."""
         if self.dead.is_set():
             return
+        try:
+            reason = self._reap()
+        except BaseException as exc:  # the host is gone whatever failed here
+            log.exception("cleaning up after TensorRT host %d failed", self.pid)
+            reason = f"TensorRT host (pid {self.pid}) ended ({type(exc).__name__}: {exc})"
+        with self._lock:
+            self.death = reason
+            pending, self._pending = list(self._pending.values()), {}
+        for waiting in pending:
+            waiting.done.set()
+        self.dead.set()
+        self._on_death(self)
+
+    def _reap(self) -> str:
+        """Wait for the host's exit, unmap and unlink its regions; why it ended, in words."""
         try:
             returncode = self.proc.wait(10.0)
         except subprocess.TimeoutExpired:  # the socket closed but the process lingers
@@ -241,16 +260,10 @@ class HostProcess:
             reason += f" ({self._hint})"
         elif returncode and returncode > 0 and self.stderr_tail:
             reason += f": {self.stderr_tail[-1]}"
+        self.channel.close()
         for region in self._outputs.values():
             region.close()
         removed = shm.unlink_prefix(self.prefix)
         if removed:
             log.info("unlinked %d /dev/shm regions of %s", len(removed), self.prefix)
-        self.channel.close()
-        with self._lock:
-            self.death = reason
-            pending, self._pending = list(self._pending.values()), {}
-        for waiting in pending:
-            waiting.done.set()
-        self.dead.set()
-        self._on_death(self)
+        return reason

@@ -125,7 +125,7 @@ def _fits(shape: tuple[int, ...], spec: tuple[int, ...]) -> bool:
 
 
 def _decode_tensor(
-    raw: Any, specs: Mapping[str, TensorSpec], binary: bytes | memoryview | None = None
+    raw: Any, specs: Mapping[str, TensorSpec], binary: bytes | bytearray | memoryview | None = None
 ) -> tuple[str, np.ndarray]:
     import numpy as np
 
@@ -226,7 +226,7 @@ def decode_request(
     for raw in body["inputs"]:
         size = _binary_size(raw)
         ref = tensor_ref(raw)
-        chunk: bytes | memoryview | None = None
+        chunk: bytes | bytearray | memoryview | None = None
         if ref is not None:
             if size is not None or (isinstance(raw, dict) and "data" in raw):
                 raise InvalidInputError(

@@ -11,29 +11,45 @@ region and come back without data. This is Triton's system shared-memory extensi
 
 Off unless the agent is started with ``JETFLEET_SERVE_SHARED_MEMORY=true`` (Triton:
 ``--allow-client-shm``): a registered region lets a local client make the agent read and write
-that object. Keys name objects directly under ``/dev/shm`` (``/name`` or ``name``), nothing else.
+that object. What a client may register (issue 29 N2-N5, each refused with the reason):
 
-A region is mapped once at registration; reads hand ONNX Runtime a view of the mapping (no
-copy), writes copy the output into it. Unregistering a region that a running inference still
-reads is refused (the mapping cannot close while a view of it is alive), never a crash.
+* an object directly under ``/dev/shm`` (``/name`` or ``name``), never one of the TensorRT host's
+  own regions (``jfth-*``: the agent's in-flight inputs and outputs);
+* a regular file, opened without following a symbolic link (``O_NOFOLLOW``), with one link;
+* owned by the agent's own user or by a user in ``JETFLEET_SERVE_SHARED_MEMORY_UIDS``. HTTP over
+  TCP carries no peer credentials (``SO_PEERCRED`` is for Unix sockets), so the agent cannot tie
+  a region to the client that registered it: any client that reaches the agent's address may use,
+  status and unregister every region. Who may register what is decided by the object's owner:
+  a client user shares with the agent by being listed, and the agent never reads or writes an
+  object of a user nobody listed;
+* at most :data:`MAX_REGIONS` at a time (each holds one descriptor).
+
+A region keeps its descriptor open and is read and written with ``pread``/``pwrite``, never
+mapped: an object truncated after registration is a 400 naming it ("holds 0 of the 12,288
+bytes"), where a mapping would have killed the agent with SIGBUS. One copy of a 600 KB frame
+costs tens of microseconds, against an inference of milliseconds.
 """
 
 from __future__ import annotations
 
-import contextlib
-import mmap
+import errno
 import os
 import re
+import stat
 import threading
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent.errors import InvalidInputError
+from agent.trt_host.shm import ROOT as HOST_REGIONS
 
 SHM_DIR = Path("/dev/shm")  # noqa: S108 (POSIX shared memory lives there, by name)
 _KEY = re.compile(r"/?([A-Za-z0-9][A-Za-z0-9._-]{0,254})")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+MAX_REGIONS = 64
+"""Regions registered at once (Triton keeps no limit; 19,978 regions took every descriptor)."""
 
 
 class RegionError(InvalidInputError):
@@ -42,11 +58,45 @@ class RegionError(InvalidInputError):
 
 @dataclass
 class Region:
+    """One registered region: ``byte_size`` bytes at ``offset`` of the object open as ``fd``."""
+
     name: str
     key: str
     offset: int
     byte_size: int
-    mapping: mmap.mmap
+    fd: int
+    _io: threading.Lock = field(default_factory=threading.Lock)
+
+    def read(self, start: int, size: int) -> bytearray:
+        buffer = bytearray(size)
+        with self._io:
+            if self.fd < 0:
+                raise RegionError(f"shared-memory region {self.name!r} was unregistered")
+            got = os.preadv(self.fd, [buffer], start)
+        if got != size:
+            raise RegionError(self._shrunk(got, size))
+        return buffer
+
+    def write(self, start: int, data: bytes) -> None:
+        with self._io:
+            if self.fd < 0:
+                raise RegionError(f"shared-memory region {self.name!r} was unregistered")
+            have = os.fstat(self.fd).st_size
+            if start + len(data) > have:
+                raise RegionError(self._shrunk(max(0, have - start), len(data)))
+            os.pwrite(self.fd, data, start)
+
+    def _shrunk(self, got: int, size: int) -> str:
+        return (
+            f"shared-memory object {self.key!r} of region {self.name!r} holds {got:,} of the "
+            f"{size:,} bytes asked: it was truncated after registration; register it again"
+        )
+
+    def close(self) -> None:
+        with self._io:
+            if self.fd >= 0:
+                os.close(self.fd)
+                self.fd = -1
 
     def status(self) -> dict[str, Any]:
         return {
@@ -93,15 +143,19 @@ def tensor_ref(raw: Any) -> TensorRef | None:
 
 
 class SharedMemoryRegions:
-    """The regions clients registered, by name; safe to use from any thread."""
+    """The regions clients registered, by name; safe to use from any thread.
 
-    def __init__(self, shm_dir: Path = SHM_DIR) -> None:
+    ``owners``: the users (uids) besides the agent's own whose objects may be registered."""
+
+    def __init__(self, shm_dir: Path = SHM_DIR, owners: Collection[int] = ()) -> None:
         self._dir = shm_dir
+        self._owners = frozenset({os.geteuid(), *owners})
         self._lock = threading.Lock()
         self._regions: dict[str, Region] = {}
 
     def register(self, name: str, body: Any) -> None:
-        """Map ``byte_size`` bytes at ``offset`` of the object ``key``; RegionError says why not."""
+        """Open the object ``key`` for ``byte_size`` bytes at ``offset``; RegionError says why
+        not."""
         if not _NAME.fullmatch(name):
             raise RegionError(f"region name {name!r}: use 1-128 characters of A-Z a-z 0-9 . _ -")
         if not isinstance(body, dict):
@@ -112,6 +166,11 @@ class SharedMemoryRegions:
             raise RegionError(
                 f"key {key!r}: name a shared-memory object in {self._dir} ('/name' or 'name')"
             )
+        if match.group(1).startswith(HOST_REGIONS):
+            raise RegionError(
+                f"key {key!r}: objects named {HOST_REGIONS}* are the agent's own TensorRT host "
+                "regions and cannot be registered"
+            )
         offset = _int(body.get("offset", 0), "offset")
         size = _int(body.get("byte_size"), "byte_size")
         if size == 0:
@@ -119,39 +178,54 @@ class SharedMemoryRegions:
         with self._lock:
             if name in self._regions:
                 raise RegionError(f"region {name!r} is already registered; unregister it first")
-            path = self._dir / match.group(1)
-            try:
-                fd = os.open(path, os.O_RDWR)
-            except FileNotFoundError:
-                raise RegionError(f"no shared-memory object {key!r} ({path})") from None
-            except OSError as exc:
-                raise RegionError(f"cannot open {key!r}: {exc.strerror}") from exc
-            try:
-                have = os.fstat(fd).st_size
-                if offset + size > have:
-                    raise RegionError(
-                        f"offset {offset} + byte_size {size} is past the end of {key!r} "
-                        f"({have} bytes)"
-                    )
-                mapping = mmap.mmap(fd, offset + size)
-            finally:
-                os.close(fd)
-            self._regions[name] = Region(name, str(key), offset, size, mapping)
+            if len(self._regions) >= MAX_REGIONS:
+                raise RegionError(
+                    f"{MAX_REGIONS} regions are registered, the most this agent keeps; "
+                    "unregister one first"
+                )
+            fd = self._open(str(key), self._dir / match.group(1), offset + size)
+            self._regions[name] = Region(name, str(key), offset, size, fd)
+
+    def _open(self, key: str, path: Path, need: int) -> int:
+        """A descriptor of ``path``, checked; RegionError says why not."""
+        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            raise RegionError(f"no shared-memory object {key!r} ({path})") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise RegionError(f"{key!r} is a symbolic link: refused") from None
+            raise RegionError(f"cannot open {key!r}: {exc.strerror}") from exc
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+                raise RegionError(f"{key!r} is not a shared-memory object (a plain file): refused")
+            if info.st_uid not in self._owners:
+                raise RegionError(
+                    f"{key!r} belongs to uid {info.st_uid}, which this agent does not share "
+                    f"memory with: create it as the agent's user, or list that uid in "
+                    "JETFLEET_SERVE_SHARED_MEMORY_UIDS"
+                )
+            if need > info.st_size:
+                raise RegionError(
+                    f"offset + byte_size ({need}) is past the end of {key!r} ({info.st_size} bytes)"
+                )
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def unregister(self, name: str | None = None) -> None:
-        """Forget one region (or all); RegionError for an unknown one or one still in use."""
+        """Forget one region (or all); RegionError for an unknown one. A read or write that
+        runs meanwhile finishes first."""
         with self._lock:
             if name is not None and name not in self._regions:
                 raise RegionError(f"no shared-memory region {name!r} is registered")
             names = [name] if name is not None else list(self._regions)
-            for one in names:
-                try:
-                    self._regions[one].mapping.close()
-                except BufferError:
-                    raise RegionError(
-                        f"region {one!r} is in use by a running inference; retry"
-                    ) from None
-                del self._regions[one]
+            gone = [self._regions.pop(one) for one in names]
+        for region in gone:
+            region.close()
 
     def status(self, name: str | None = None) -> list[dict[str, Any]]:
         with self._lock:
@@ -173,10 +247,10 @@ class SharedMemoryRegions:
             )
         return region, region.offset + ref.offset
 
-    def read(self, ref: TensorRef) -> memoryview:
-        """A view of the referenced bytes (no copy)."""
+    def read(self, ref: TensorRef) -> bytearray:
+        """A copy of the referenced bytes; RegionError when the object no longer holds them."""
         region, start = self._span(ref)
-        return memoryview(region.mapping)[start : start + ref.byte_size]
+        return region.read(start, ref.byte_size)
 
     def write(self, ref: TensorRef, data: bytes) -> None:
         """Copy ``data`` to the start of the referenced span; RegionError when it does not fit."""
@@ -185,12 +259,8 @@ class SharedMemoryRegions:
                 f"the output needs {len(data)} bytes, shared_memory_byte_size is {ref.byte_size}"
             )
         region, start = self._span(ref)
-        region.mapping[start : start + len(data)] = data
+        region.write(start, data)
 
     def close(self) -> None:
-        """Unmap every region (agent shutdown); one still in use stays mapped until freed."""
-        with self._lock:
-            for region in self._regions.values():
-                with contextlib.suppress(BufferError):
-                    region.mapping.close()
-            self._regions.clear()
+        """Close every region (agent shutdown)."""
+        self.unregister()

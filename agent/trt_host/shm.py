@@ -7,7 +7,9 @@ carry descriptors (:func:`place`): name, dtype, shape and offset of each tensor.
 reused across requests and replaced by a larger one only when a request does not fit.
 
 Names: every region of one host starts with that host's prefix,
-``jfth-<agent pid>-<host tag>-``, whoever created it. So whichever side survives a ``kill -9``
+``jfth-<agent pid>-<host tag>-``, whoever created it; the tag ends in random hex, so a local user
+cannot create a host's names before it does, and a name taken anyway gets a random suffix
+(:meth:`Region.create`; issue 29 N10). So whichever side survives a ``kill -9``
 unlinks them all (:func:`unlink_prefix`): the agent when its host dies, the host when its agent's
 socket closes; :func:`sweep_orphans` removes the regions of agents that are no longer running
 (both sides killed). The regions are plain files opened by name, not
@@ -24,6 +26,8 @@ import contextlib
 import mmap
 import os
 import re
+import secrets
+import stat
 from typing import Any
 
 import numpy as np
@@ -34,6 +38,8 @@ ROOT = "jfth-"
 ALIGN = 64
 """Tensor offsets are multiples of this (cache lines; what TensorRT bindings like)."""
 MIN_SIZE = 64 << 10
+CREATE_ATTEMPTS = 8
+"""Names tried for a new region before giving up (the first, then random suffixes)."""
 
 DTYPES = frozenset(
     (
@@ -92,25 +98,38 @@ class Region:
 
     @classmethod
     def create(cls, name: str, size: int) -> Region:
-        fd = os.open(cls._path(name), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.ftruncate(fd, size)
-            buffer = mmap.mmap(fd, size)
-        except BaseException:
-            os.unlink(cls._path(name))
-            raise
-        finally:
-            os.close(fd)
-        return cls(name, size, buffer)
+        """A new region named ``name``, or ``name.<random>`` when another process already made
+        a file of that name (a local user who saw the prefix in /dev/shm: issue 29 N10)."""
+        for attempt in range(CREATE_ATTEMPTS):
+            candidate = name if attempt == 0 else f"{name}.{secrets.token_hex(4)}"
+            path = cls._path(candidate)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            except FileExistsError:
+                continue
+            try:
+                os.ftruncate(fd, size)
+                buffer = mmap.mmap(fd, size)
+            except BaseException:
+                os.unlink(path)
+                raise
+            finally:
+                os.close(fd)
+            return cls(candidate, size, buffer)
+        raise RegionError(f"cannot create region {name}: {CREATE_ATTEMPTS} names taken")
 
     @classmethod
     def attach(cls, name: str, size: int) -> Region:
+        """The peer's region ``name``: a plain file of this user, not a link to one."""
         try:
-            fd = os.open(cls._path(name), os.O_RDWR)
+            fd = os.open(cls._path(name), os.O_RDWR | os.O_NOFOLLOW)
         except OSError as exc:
             raise RegionError(f"cannot open region {name}: {exc}") from exc
         try:
-            actual = os.fstat(fd).st_size
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+                raise RegionError(f"region {name} is not a file of this user: refused")
+            actual = info.st_size
             if actual < size:
                 raise RegionError(f"region {name} has {actual} bytes, {size} announced")
             buffer = mmap.mmap(fd, size)
@@ -144,7 +163,7 @@ class Region:
             self.buffer.close()
 
     def unlink(self) -> None:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):  # gone already, or not ours to remove
             os.unlink(self._path(self.name))
 
 
@@ -180,13 +199,14 @@ def read(region: Region, descriptors: list[dict[str, Any]]) -> dict[str, np.ndar
 
 
 def unlink_prefix(prefix: str) -> list[str]:
-    """Unlink every region whose name starts with ``prefix``; the names removed."""
+    """Unlink every region whose name starts with ``prefix``; the names removed. A file this
+    user may not remove (another user's, made to look like ours) is left where it is."""
     if not prefix.startswith(ROOT):
         raise RegionError(f"refusing to unlink outside {ROOT}*: {prefix!r}")
     removed = []
     for name in sorted(os.listdir(SHM_DIR)):
         if name.startswith(prefix):
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
                 os.unlink(os.path.join(SHM_DIR, name))
                 removed.append(name)
     return removed
@@ -210,7 +230,7 @@ def sweep_orphans() -> list[str]:
             continue
         pid = int(name.split("-")[1])
         if pid != os.getpid() and not _running(pid):
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
                 os.unlink(os.path.join(SHM_DIR, name))
                 removed.append(name)
     return removed

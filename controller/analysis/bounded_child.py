@@ -10,12 +10,28 @@ shuts down. Used by :mod:`controller.analysis.runner` and
 The bound is on the work, not on starting Python: a child calls :func:`ready` once its imports
 are done (ONNX Runtime and NumPy take seconds on a loaded 2-core host), and the clock starts
 then. Starting has a bound of its own, :data:`START_BOUND_S`.
+
+A child works on its author's program, so it starts with as little as it needs (issue 29 N1):
+
+* ``python -I`` (no ``PYTHON*`` variables, no user site, not the working directory on the import
+  path) in a private, empty working directory (the caller's scratch directory, 0700), so a
+  relative path in a model resolves to nothing of the controller's;
+* confined by Landlock before its first import (:mod:`controller.analysis.sandbox`): it reads
+  code and libraries and its scratch directory, nothing else; the files it works on are opened
+  here and handed over as descriptors (:class:`InputFile`), so the data directory (signing key,
+  tokens, SQLite database) stays out of its reach;
+* an address-space limit (``RLIMIT_AS``) where the caller sets one, so an input of a billion
+  elements is a ``MemoryError`` in the child, not gigabytes taken from the server.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import logging
 import os
 import resource
+import runpy
 import select
 import signal
 import subprocess
@@ -23,16 +39,45 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import controller
+from controller.analysis import sandbox
+
+logger = logging.getLogger(__name__)
 
 CPU_SLACK_S = 5
 """Seconds of CPU a child may use beyond its wall-clock bound before the kernel stops it."""
 START_BOUND_S = 120.0
 """Seconds a child may take to start (interpreter, imports) before it calls :func:`ready`."""
 READY = b"ready\n"
+MEMORY_BASE_BYTES = 2 << 30
+"""Address space of a child beyond what its input files account for (interpreter, NumPy, ONNX
+Runtime and their threads take about 0.3 GiB of it)."""
+MEMORY_PER_INPUT_BYTE = 4
+"""Address space per byte of the files a child works on: the bytes read, the parsed model,
+ONNX Runtime's copy of its weights, and room."""
+_BOOTSTRAP = (
+    "import sys\n"
+    "root, workdir, memory, module = sys.argv[1:5]\n"
+    "del sys.argv[1:5]\n"
+    "sys.path.insert(0, root)\n"
+    "from controller.analysis.bounded_child import enter_child\n"
+    "enter_child(root, workdir, int(memory), module)\n"
+)
+"""``python -I -c _BOOTSTRAP ROOT WORKDIR MEMORY MODULE ARGS...``: the same code as the server
+(``ROOT`` first on the import path), limited and confined before ``MODULE`` is imported."""
+_warned_unconfined = False
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """A file the child reads: opened read-only here, the child gets ``fd:N`` in its place
+    (read it with :func:`read_input`), so it needs no right to the file's directory."""
+
+    path: Path
 
 
 @dataclass(frozen=True)
@@ -77,12 +122,49 @@ class Children:
         return self._stopping
 
     def run(
-        self, module: str, args: list[str], timeout_s: float, start_s: float = START_BOUND_S
+        self,
+        module: str,
+        args: Sequence[str | InputFile],
+        timeout_s: float,
+        start_s: float = START_BOUND_S,
+        workdir: Path | None = None,
+        memory_bytes: int | None = None,
     ) -> ChildResult:
         """``python -m module *args CPU_SECONDS``, killed ``timeout_s`` after it called
-        :func:`ready` (or after ``start_s`` if it never does and does not end)."""
+        :func:`ready` (or after ``start_s`` if it never does and does not end), in ``workdir``
+        (the only directory it may write; a fresh empty one if None), its address space limited
+        to ``memory_bytes`` (None: unlimited)."""
+        if workdir is None:
+            with tempfile.TemporaryDirectory(prefix="jetfleet-child-") as private:
+                return self.run(module, args, timeout_s, start_s, Path(private), memory_bytes)
+        _warn_if_unconfined()
         cpu_seconds = int(timeout_s) + CPU_SLACK_S
-        argv = [sys.executable, "-m", module, *args, str(cpu_seconds)]
+        fds: list[int] = []
+        try:
+            words = [_argument(a, fds) for a in args]
+        except OSError as exc:
+            _close(fds)
+            return ChildResult(None, f"cannot open the child's input ({exc})")
+        argv = [
+            sys.executable,
+            "-I",
+            "-c",
+            _BOOTSTRAP,
+            _code_root(),
+            str(workdir),
+            str(memory_bytes or 0),
+            module,
+            *words,
+            str(cpu_seconds),
+        ]
+        try:
+            return self._run(argv, workdir, fds, timeout_s, start_s)
+        finally:
+            _close(fds)
+
+    def _run(
+        self, argv: list[str], workdir: Path, fds: list[int], timeout_s: float, start_s: float
+    ) -> ChildResult:
         with tempfile.TemporaryFile() as stderr:
             with self._lock:
                 if self._stopping:
@@ -93,7 +175,8 @@ class Children:
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.PIPE,
                         stderr=stderr,
-                        env=_child_env(),
+                        cwd=workdir,
+                        pass_fds=fds,
                         start_new_session=True,
                     )
                 except OSError as exc:
@@ -127,6 +210,13 @@ class Children:
             live = list(self._live)
         for child in live:
             _kill(child)
+
+
+def memory_bound(inputs: Sequence[Path]) -> int:
+    """The address-space limit of a child that works on ``inputs``:
+    :data:`MEMORY_BASE_BYTES` + :data:`MEMORY_PER_INPUT_BYTE` x their size."""
+    size = sum(p.stat().st_size for p in inputs if p.exists())
+    return MEMORY_BASE_BYTES + MEMORY_PER_INPUT_BYTE * size
 
 
 def limit_cpu(seconds: int) -> None:
@@ -177,10 +267,55 @@ def _kill(child: subprocess.Popen[bytes]) -> None:
     child.wait()
 
 
-def _child_env() -> dict[str, str]:
-    """This environment, with the directory this ``controller`` package was imported from first
-    on ``PYTHONPATH``: the child runs the same code as the server."""
-    root = str(Path(controller.__file__).resolve().parent.parent)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    return env
+def _code_root() -> str:
+    """The directory this ``controller`` package was imported from: the child runs the same
+    code as the server."""
+    return str(Path(controller.__file__).resolve().parent.parent)
+
+
+def _argument(arg: str | InputFile, fds: list[int]) -> str:
+    if isinstance(arg, str):
+        return arg
+    fd = os.open(arg.path, os.O_RDONLY | os.O_CLOEXEC)
+    fds.append(fd)
+    return f"fd:{fd}"
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
+
+
+def _warn_if_unconfined() -> None:
+    global _warned_unconfined
+    if not _warned_unconfined and sandbox.abi_version() < 1:
+        _warned_unconfined = True
+        logger.warning(
+            "this kernel has no Landlock: analysis and reference processes run unconfined "
+            "(they still run in an empty directory with python -I); use Linux >= 5.13 with "
+            "landlock in its lsm= list to keep the data directory out of their reach"
+        )
+
+
+def read_input(arg: str) -> bytes:
+    """In the child: the bytes of an argument that was an :class:`InputFile` (``fd:N``), or of
+    the file at path ``arg``."""
+    if arg.startswith("fd:"):
+        with os.fdopen(int(arg[3:]), "rb") as handle:
+            return handle.read()
+    return Path(arg).read_bytes()
+
+
+def enter_child(root: str, workdir: str, memory_bytes: int, module: str) -> None:
+    """The child's first step (:data:`_BOOTSTRAP`): limit its address space, confine it to
+    reading code and libraries and to its ``workdir``, then run ``module`` as ``__main__``."""
+    if memory_bytes > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    code_dirs = [os.path.join(root, "controller"), os.path.join(root, "shared")]
+    spec = importlib.util.find_spec(module.split(".")[0])
+    if spec is not None and spec.submodule_search_locations:
+        code_dirs.extend(spec.submodule_search_locations)
+    with contextlib.suppress(sandbox.SandboxUnavailable):  # the parent logged it once
+        sandbox.confine(sandbox.read_roots(code_dirs), [workdir])
+    sys.argv[0] = module
+    runpy.run_module(module, run_name="__main__", alter_sys=True)

@@ -10,12 +10,12 @@ needs to know.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
 
+from controller.analysis import onnx_walk
 from controller.analysis.external_data import ARCHIVE_HINT, external_locations
 from controller.errors import InvalidModel, TooManyNodes
 from controller.records import TensorInfo
@@ -49,7 +49,7 @@ class ModelSignature:
     outputs: list[TensorInfo]
     has_qdq: bool
     nodes: int = 0
-    """Nodes of the graph and of its subgraphs (If/Loop/Scan bodies)."""
+    """Nodes of the graph, of its subgraphs (If/Loop/Scan bodies) and of its functions."""
 
 
 def inspect_model(path: Path, max_nodes: int | None = None) -> ModelSignature:
@@ -64,7 +64,7 @@ def inspect_model(path: Path, max_nodes: int | None = None) -> ModelSignature:
         raise InvalidModel(
             f"not a valid ONNX model (truncated or not ONNX: {exc}); upload the complete .onnx file"
         ) from exc
-    nodes = count_nodes(model.graph)
+    nodes = count_nodes(model)
     if max_nodes is not None and nodes > max_nodes:
         raise TooManyNodes(nodes, max_nodes)
     external = external_locations(model)
@@ -83,7 +83,7 @@ def inspect_model(path: Path, max_nodes: int | None = None) -> ModelSignature:
     initializers = _initializers(model.graph)
     inputs = [_spec(v) for v in model.graph.input if v.name not in initializers]
     outputs = [_spec(v) for v in model.graph.output]
-    has_qdq = any(node.op_type in QDQ_OPS for node in _nodes(model.graph))
+    has_qdq = any(node.op_type in QDQ_OPS for _, node in onnx_walk.nodes(model))
     return ModelSignature(inputs, outputs, has_qdq, nodes)
 
 
@@ -93,21 +93,9 @@ def _initializers(graph: onnx.GraphProto) -> set[str]:
     return {t.name for t in graph.initializer} | {s.values.name for s in graph.sparse_initializer}
 
 
-def count_nodes(graph: onnx.GraphProto) -> int:
-    """Nodes of ``graph``, including those of its subgraphs."""
-    return sum(1 for _ in _nodes(graph))
-
-
-def _nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
-    """Every node of ``graph``, including those of subgraphs (If/Loop/Scan bodies)."""
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _nodes(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from _nodes(sub)
+def count_nodes(model: onnx.ModelProto) -> int:
+    """Nodes of ``model``: of its graph, its subgraphs and its functions' bodies."""
+    return sum(1 for _ in onnx_walk.nodes(model))
 
 
 def _spec(value: onnx.ValueInfoProto) -> TensorInfo:

@@ -16,7 +16,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from controller.analysis.bounded_child import Children
+from controller.analysis.bounded_child import Children, InputFile, memory_bound
 from controller.analysis.reference_child import INPUTS_REFUSED_EXIT
 from controller.analysis.reference_outputs import InputsRefused, ReferenceOutputsError
 from controller.errors import ControllerError, ShuttingDown
@@ -46,13 +46,20 @@ class ReferenceRunner:
         """
         with tempfile.TemporaryDirectory(prefix="jetfleet-reference-") as scratch:
             out = Path(scratch) / "reference.npz"
-            args = [str(model), str(out)]
+            args: list[str | InputFile] = [InputFile(model), str(out)]
             if given is not None or sample is not None:
                 warmup = Path(scratch) / "warmup.json"
-                spec = (given or WarmupSpec()).as_json()
-                warmup.write_text(json.dumps({"given": spec, "sample": sample and str(sample)}))
+                warmup.write_text(json.dumps({"given": (given or WarmupSpec()).as_json()}))
                 args.append(str(warmup))
-            ended = self._children.run(CHILD_MODULE, args, self.timeout_s)
+                if sample is not None:
+                    args.append(InputFile(sample))
+            ended = self._children.run(
+                CHILD_MODULE,
+                args,
+                self.timeout_s,
+                workdir=Path(scratch),
+                memory_bytes=memory_bound([model] + ([sample] if sample else [])),
+            )
             if ended.stopped:
                 raise ShuttingDown(
                     "the controller is stopping: the push was not stored; push again once it is "

@@ -25,6 +25,7 @@ which queues it again.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import queue
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.analysis.bounded_child import Children
+from controller.analysis.bounded_child import Children, InputFile, memory_bound
 from controller.artifacts.store import ArtifactStore
 from controller.db.repository import Repository
 from controller.errors import ControllerError, NotFound
@@ -130,7 +131,13 @@ class AnalysisRunner:
         """Analyse the ONNX file ``model`` in a child process, killed after ``timeout_s``."""
         with tempfile.TemporaryDirectory(prefix="jetfleet-analysis-") as scratch:
             report = Path(scratch) / "analysis.json"
-            ended = self._children.run(CHILD_MODULE, [str(model), str(report)], self.timeout_s)
+            ended = self._children.run(
+                CHILD_MODULE,
+                [InputFile(model), str(report)],
+                self.timeout_s,
+                workdir=Path(scratch),
+                memory_bytes=None if _has_tensorrt() else memory_bound([model]),
+            )
             if ended.timed_out:
                 return Outcome(
                     None,
@@ -145,6 +152,12 @@ class AnalysisRunner:
                 return Outcome(json.loads(report.read_text(encoding="utf-8")))
             except (OSError, ValueError) as exc:
                 return Outcome(None, f"the analysis process left no readable report ({exc})")
+
+
+def _has_tensorrt() -> bool:
+    """Whether the analysis will check against an installed TensorRT: CUDA reserves more
+    address space than any limit that fits a model, so that child runs without one."""
+    return importlib.util.find_spec("tensorrt") is not None
 
 
 def _ref(record: VersionRecord) -> str:

@@ -105,6 +105,36 @@ def test_nodes_inside_subgraphs_count_against_the_limit(tmp_path: Path) -> None:
     assert "start `jetfleet serve` with a larger --max-model-nodes" in str(refused.value)
 
 
+def test_nodes_inside_functions_count_against_the_limit(tmp_path: Path) -> None:
+    """Issue 29 N11: a function body of 500,000 Identity nodes passed a limit of 100,000 (ONNX
+    Runtime inlines every call, so they are the model's nodes)."""
+    body = [helper.make_node("Identity", ["a"], ["b0"])]
+    body += [helper.make_node("Identity", [f"b{i}"], [f"b{i + 1}"]) for i in range(9)]
+    body.append(helper.make_node("Identity", ["b9"], ["out"]))
+    function = helper.make_function(
+        "com.example", "Chain", ["a"], ["out"], body, [helper.make_opsetid("", 17)]
+    )
+    graph = helper.make_graph(
+        [
+            helper.make_node("Chain", ["x"], ["h"], domain="com.example"),
+            helper.make_node("Relu", ["h"], ["y"]),
+        ],
+        "calls",
+        [fp32("x", [1, 4])],
+        [fp32("y", [1, 4])],
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)]
+    path = tmp_path / "function.onnx"
+    path.write_bytes(
+        helper.make_model(graph, opset_imports=opsets, functions=[function]).SerializeToString()
+    )
+
+    assert inspect_model(path, max_nodes=13).nodes == 13
+    with pytest.raises(TooManyNodes) as refused:
+        inspect_model(path, max_nodes=12)
+    assert (refused.value.nodes, refused.value.limit) == (13, 12)
+
+
 VERSION = {"name": "det", "version": "2", "delegation": {}}
 
 

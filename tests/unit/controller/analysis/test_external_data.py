@@ -24,6 +24,7 @@ from controller.analysis.external_data import (
 )
 from controller.analysis.onnx_inspect import inspect_model
 from controller.errors import InvalidModel
+from tests.hidden_tensors import HIDING_PLACES, LENGTH, in_function
 
 LIMIT = 64 << 20
 
@@ -186,3 +187,33 @@ def test_a_bare_onnx_with_external_data_is_refused_naming_what_to_push(tmp_path:
     with pytest.raises(InvalidModel, match=r"weights\.bin.*archive") as refused:
         inspect_model(tmp_path / "m" / "model.onnx")
     assert "save_as_external_data=False" in str(refused.value)
+
+
+@pytest.mark.parametrize("place", sorted(HIDING_PLACES))
+def test_a_file_named_anywhere_in_the_model_is_refused_at_upload(
+    tmp_path: Path, place: str
+) -> None:
+    """Issue 29 N1: ONNX Runtime reads a file named by a tensor in a function, a function's
+    attribute default, a subgraph inside a function or a sparse attribute (the probe read the
+    controller's admin token so); every one is refused before anything runs the model."""
+    path = tmp_path / "model.onnx"
+    path.write_bytes(HIDING_PLACES[place]("ctl/admin-token").SerializeToString())
+    with pytest.raises(InvalidModel, match=r"ctl/admin-token") as refused:
+        inspect_model(path)
+    assert "archive" in str(refused.value)
+
+
+def test_an_archive_inlines_the_data_of_a_functions_tensor(tmp_path: Path) -> None:
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "model.onnx").write_bytes(in_function("data/leak.bin").SerializeToString())
+    (folder / "data").mkdir()
+    payload = bytes(range(100, 100 + LENGTH))
+    (folder / "data" / "leak.bin").write_bytes(payload)
+
+    inlined = inline_archive(tar_of(folder), LIMIT)
+
+    assert external_locations(onnx.load_model_from_string(inlined)) == []
+    session = ort.InferenceSession(inlined, providers=["CPUExecutionProvider"])
+    out = session.run(None, {"x": np.zeros(LENGTH, np.float32)})[0]
+    assert bytes(out.astype(np.uint8)) == payload
