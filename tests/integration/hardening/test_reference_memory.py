@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import onnx
 import pytest
 from onnx import TensorProto, helper
 
