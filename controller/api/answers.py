@@ -41,6 +41,7 @@ ROUTE_ERRORS: Mapping[tuple[str, str], frozenset[int]] = {
         (_G, f"{_V1}/devices", ()),
         (_G, f"{_V1}/devices/{{device_id}}", (404,)),
         (_U, f"{_V1}/devices/{{device_id}}/labels", (400, 404)),
+        (_P, f"{_V1}/devices/{{device_id}}/accept-class", (400, 404)),
         (_G, f"{_V1}/devices/{{device_id}}/telemetry", ()),
         (_G, f"{_V1}/devices/{{device_id}}/events", ()),
         (_G, f"{_V1}/ingest", ()),

@@ -155,6 +155,12 @@ def _devices(services: Services) -> APIRouter:
         services.repo.set_labels(device_id, check_labels(body.labels))
         return device_out(services.repo.device(device_id))
 
+    @router.post("/devices/{device_id}/accept-class")
+    def accept_device_class(device_id: str) -> DeviceOut:
+        """Pin the device to the hardware class it reports now (engine uploads: issue 29 N6)."""
+        services.repo.accept_class(device_id)
+        return device_out(services.repo.device(device_id))
+
     @router.get("/devices/{device_id}/telemetry")
     def device_telemetry(
         device_id: str, limit: int = Query(default=50, ge=1, le=10_000)

@@ -40,6 +40,7 @@ from shared.messages import ModelStats
 
 
 def device_out(d: DeviceRecord) -> DeviceOut:
+    reported_class = device_hardware_class(d.device_facts)
     return DeviceOut(
         id=d.id,
         labels=d.labels,
@@ -59,7 +60,10 @@ def device_out(d: DeviceRecord) -> DeviceOut:
         ],
         reported=list(d.reported),
         facts=d.device_facts,
-        hardware_class=device_hardware_class(d.device_facts),
+        hardware_class=reported_class,
+        pinned_class=d.pinned_class,
+        class_changed=None not in (reported_class, d.pinned_class)
+        and reported_class != d.pinned_class,
         serve_url=d.serve_url,
     )
 

@@ -124,6 +124,16 @@ class DeviceOut(ApiModel):
     hardware_class: str | None = Field(
         default=None, description="e.g. jetson-orin-nano-8gb/jp6.2; None until facts arrive."
     )
+    pinned_class: str | None = Field(
+        default=None,
+        description="The class the device may upload engines for: its first report's, or one "
+        "an operator accepted (POST /api/v1/devices/{id}/accept-class).",
+    )
+    class_changed: bool = Field(
+        default=False,
+        description="It now reports another class than it is pinned to: its engine uploads "
+        "are refused until an operator accepts the change.",
+    )
     serve_url: str | None
 
 

@@ -143,7 +143,8 @@ class EngineStore:
         (a ``signed`` field in the request is ignored).
         """
         manifest = manifest.model_copy(update={"signed": None})
-        decision = check_upload(uploader, manifest.validity, self._facts(uploader))
+        facts, pinned = self._facts(uploader)
+        decision = check_upload(uploader, manifest.validity, facts, pinned)
         if not decision.allowed:
             raise Forbidden(decision.reason)
         if manifest.engine_key != key:
@@ -175,11 +176,11 @@ class EngineStore:
         assert stored is not None
         return self._signed(stored), created
 
-    def _facts(self, uploader: Uploader) -> DeviceFacts | None:
+    def _facts(self, uploader: Uploader) -> tuple[DeviceFacts | None, str | None]:
         """The facts an uploading device last reported (None for operators, before any, or when
-        the stored ones are unreadable)."""
+        the stored ones are unreadable) and the hardware class it is pinned to."""
         if uploader.kind != "device":
-            return None
+            return None, None
         return self._db.device_facts(uploader.name)
 
     def get(

@@ -50,7 +50,7 @@ def devices_ls(url: str, as_json: bool) -> None:
         (
             d["id"],
             "online" if d["online"] else "offline",
-            _profile(d),
+            _profile(d) if not d.get("class_changed") else f"{_profile(d)} (CLASS CHANGED)",
             ",".join(f"{k}={v}" for k, v in sorted(d["labels"].items())) or None,
             f"{d['observed_generation']}/{d['desired_generation']}",
             _slot_summary(d),
@@ -60,6 +60,32 @@ def devices_ls(url: str, as_json: bool) -> None:
     ]
     headers = ["device", "status", "profile", "labels", "gen", "slots", "seen"]
     click.echo(table(headers, rows))
+    changed = [d["id"] for d in out if d.get("class_changed")]
+    if changed:
+        click.echo(
+            f"{len(changed)} device(s) report another hardware class than they were first seen "
+            "with; their engine uploads are refused until you accept it: "
+            f"jetfleet devices accept-class {' '.join(changed[:5])}",
+            err=True,
+        )
+
+
+@devices.command("accept-class")
+@click.argument("device_ids", nargs=-1, required=True)
+@api_options
+def devices_accept_class(device_ids: tuple[str, ...], url: str, as_json: bool) -> None:
+    """Pin devices to the hardware class they report now (after a JetPack upgrade or a module
+    swap): they may upload engines for it, and for no other."""
+
+    def accept(device_id: str) -> Any:
+        return call_api(lambda c: c.accept_class(device_id), url)
+
+    out = [accept(d) for d in device_ids]
+    if as_json:
+        emit_json(out)
+        return
+    for d in out:
+        click.echo(f"{d['id']}: pinned to class {d['pinned_class']}")
 
 
 @devices.command("show")
@@ -78,6 +104,11 @@ def devices_show(device_id: str, url: str, as_json: bool) -> None:
     click.echo(f"  os/arch   {facts.get('os')} {facts.get('arch')}")
     click.echo(f"  serve     {d.get('serve_url')}")
     click.echo(f"  class     {d.get('hardware_class') or '-'}")
+    if d.get("class_changed"):
+        click.echo(
+            f"  CLASS CHANGED: first seen as {d.get('pinned_class')}; engine uploads refused "
+            f"until `jetfleet devices accept-class {d['id']}`"
+        )
     click.echo(f"  generation observed {d['observed_generation']} of {d['desired_generation']}")
     click.echo(table(SLOT_HEADERS, slot_rows(d)))
     absent = {k: v for k, v in (facts.get("sources") or {}).items() if not v.get("available")}

@@ -197,6 +197,10 @@ class ControllerClient:
         """Replace the device's whole label set."""
         return self._request("PUT", f"/api/v1/devices/{device_id}/labels", json={"labels": labels})
 
+    def accept_class(self, device_id: str) -> Any:
+        """Pin the device to the hardware class it reports now."""
+        return self._request("POST", f"/api/v1/devices/{device_id}/accept-class")
+
     def telemetry(self, device_id: str, limit: int) -> Any:
         return self._request(
             "GET", f"/api/v1/devices/{device_id}/telemetry", params={"limit": limit}

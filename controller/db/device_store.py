@@ -19,9 +19,10 @@ from sqlalchemy.orm import Session, load_only
 
 from controller.db.schema import Artifact, Deployment, Device, ModelVersion, utcnow
 from controller.db.session import SessionStore, in_chunks
-from controller.errors import DatabaseError, NotFound
+from controller.errors import DatabaseError, InvalidInput, NotFound
 from controller.records import DeviceRecord, PlannedSlot, SlotChange, SlotPlan
 from shared.delegate import DelegateConfig
+from shared.hardware_class import hardware_class
 from shared.messages import DeviceFacts, SlotStatus
 
 
@@ -101,6 +102,23 @@ class DeviceStore(SessionStore):
             return {
                 d: dict(labels) for d, labels in session.execute(select(Device.id, Device.labels))
             }
+
+    def accept_class(self, device_id: str) -> str:
+        """Pin the device to the hardware class of the facts it reports now (an operator's
+        word after a JetPack upgrade or a module swap); the class. NotFound for an unknown
+        device, InvalidInput when its facts are missing or unreadable."""
+        with self._tx() as session:
+            device = session.get(Device, device_id)
+            if device is None:
+                raise NotFound(f"unknown device '{device_id}'")
+            facts, unreadable = read_facts(device.facts)
+            if facts is None:
+                raise InvalidInput(
+                    f"device '{device_id}' has {unreadable or 'reported no facts yet'}: there "
+                    "is no class to accept"
+                )
+            device.pinned_class = hardware_class(facts)
+            return device.pinned_class
 
     def set_labels(
         self, device_id: str, labels: Mapping[str, str], *, create: bool = False
@@ -228,6 +246,7 @@ def _device(d: Device, slots: tuple[PlannedSlot, ...]) -> DeviceRecord:
         reported=parse_slots(d.reported_slots),
         device_facts=facts,
         facts_unreadable=unreadable,
+        pinned_class=d.pinned_class,
     )
 
 

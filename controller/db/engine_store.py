@@ -67,13 +67,15 @@ class StoredEngine:
 class EngineStoreDb(SessionStore):
     """The ``engines``, ``engine_tunings``, ``engine_trust`` and ``build_leases`` tables."""
 
-    def device_facts(self, device_id: str) -> DeviceFacts | None:
+    def device_facts(self, device_id: str) -> tuple[DeviceFacts | None, str | None]:
         """The facts ``device_id`` last reported (None before its first report, or when the
-        stored facts no longer validate against the wire model)."""
+        stored facts no longer validate against the wire model) and its pinned hardware class
+        (None before its first report)."""
         with self._tx() as session:
             device = session.get(Device, device_id)
             stored = None if device is None else device.facts
-        return parse_facts(stored)
+            pinned = None if device is None else device.pinned_class
+        return parse_facts(stored), pinned
 
     def stored_of(self, key: str) -> list[StoredEngine]:
         """Every build stored under engine ``key`` with its provenance, oldest first."""

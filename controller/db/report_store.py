@@ -11,7 +11,19 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Boolean, Integer, Table, and_, bindparam, case, or_, select, update
+from sqlalchemy import (
+    Boolean,
+    Integer,
+    String,
+    Table,
+    and_,
+    bindparam,
+    case,
+    func,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.expression import BindParameter, Case, Update
@@ -20,6 +32,7 @@ from controller.db.schema import Device, EventRecord, TelemetrySample
 from controller.db.session import SessionStore, in_chunks
 from controller.errors import DatabaseError, NotFound
 from controller.records import EventEntry, TelemetryRecord
+from shared.hardware_class import hardware_class
 from shared.messages import ReportedState, Status
 
 
@@ -40,6 +53,7 @@ class ReportStore(SessionStore):
         never goes back a generation). One UPDATE, no read: at thousands of reports a second
         across replicas the ORM's read-modify-write was most of the ingest time.
         """
+        reported_class = hardware_class(msg.facts)
         values = {
             "last_seen": now,
             "facts": msg.facts.model_dump(mode="json", by_alias=True),
@@ -58,6 +72,7 @@ class ReportStore(SessionStore):
                     )
                 )
                 .values(values)
+                .values(pinned_class=func.coalesce(Device.pinned_class, reported_class))
                 .execution_options(synchronize_session=False)
             )
             if getattr(stored, "rowcount", 0):
@@ -74,6 +89,7 @@ class ReportStore(SessionStore):
         def first(device: Device) -> None:
             for name, value in values.items():
                 setattr(device, name, value)
+            device.pinned_class = device.pinned_class or reported_class
 
         self._with_device(msg.device_id, now, first)
 
@@ -117,6 +133,7 @@ class ReportStore(SessionStore):
                             "b_facts": msg.facts.model_dump(mode="json", by_alias=True),
                             "b_slots": [s.model_dump(mode="json") for s in msg.slots],
                             "b_url": msg.serve_url,
+                            "b_class": hardware_class(msg.facts),
                         }
                     )
                 else:
@@ -130,6 +147,7 @@ class ReportStore(SessionStore):
                             "b_facts": None,
                             "b_slots": None,
                             "b_url": None,
+                            "b_class": None,
                         }
                     )
             if rows:
@@ -217,7 +235,8 @@ def _record_statement() -> Update:
     """The UPDATE of :meth:`ReportStore.record_many`, one row per message (``b_report``: a
     reported state, else presence). A report of an older generation than the stored one, and
     presence, leave the reported columns as they are; every message is contact (``last_seen``);
-    presence alone sets ``online``."""
+    presence alone sets ``online``; a report pins the device's hardware class when none is
+    pinned yet (``pinned_class``: the class it may upload engines for)."""
     table = cast(Table, Device.__table__)
     c = table.c
     report = bindparam("b_report", type_=Boolean)
@@ -243,6 +262,7 @@ def _record_statement() -> Update:
             observed_generation=reported(
                 "observed_generation", bindparam("b_generation", type_=Integer)
             ),
+            pinned_class=func.coalesce(c.pinned_class, bindparam("b_class", type_=String)),
         )
     )
 

@@ -81,6 +81,10 @@ class Device(Base):
     facts: Mapped[dict[str, Any] | None]
     reported_slots: Mapped[list[Any]] = mapped_column(default=list)
     serve_url: Mapped[str | None] = mapped_column(String(512))
+    pinned_class: Mapped[str | None] = mapped_column(String(160))
+    """The hardware class the device may upload engines for (revision 0012): the class of its
+    first reported facts, or the one an operator accepted; a later report of another class
+    is flagged, not trusted (issue 29 N6)."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

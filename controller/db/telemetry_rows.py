@@ -3,6 +3,10 @@
 What health and charts query are columns; the rest of a sample goes into the JSON ``extra``
 column (migration 0004). Shared by the batched writer (:mod:`controller.db.telemetry_store`)
 and the read queries (:mod:`controller.db.telemetry_reads`).
+
+A sample the controller stored at its receive time because the device dated it too far ahead
+(:class:`RedatedTelemetry`, made by :mod:`controller.ingest.sample_guard`) keeps the device's
+own time in ``extra`` under :data:`DEVICE_TS`, so the stored row says it was re-dated.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any, cast
 
-from pydantic import TypeAdapter
+from pydantic import Field, TypeAdapter
 from sqlalchemy import Table, func
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -62,6 +66,18 @@ _EXTRA_FIELDS = (
     "latency_bounds_ms",
     "sources_absent",
 )
+DEVICE_TS = "device_ts"
+"""``extra`` key of a re-dated sample: the time the device gave it (ISO 8601)."""
+
+
+class RedatedTelemetry(Telemetry):
+    """A sample stored at the controller's receive time (its ``ts``) instead of the time its
+    device gave it (``device_ts``), which was too far in the future: see
+    :mod:`controller.ingest.sample_guard`. Never on the wire."""
+
+    device_ts: datetime = Field(exclude=True)
+
+
 _MODELS_JSON = TypeAdapter(tuple[ModelStats, ...])
 """One serializer call for a sample's models: ``model_dump`` per model cost more than the rest
 of the row together (issue 6's ingest profile)."""
@@ -86,6 +102,8 @@ def sample_values(msg: Telemetry, *, json_text: bool) -> tuple[Any, ...]:
         for name in _EXTRA_FIELDS
         if (value := getattr(msg, name)) is not None and value != {}
     }
+    if isinstance(msg, RedatedTelemetry):
+        extra[DEVICE_TS] = aware(msg.device_ts).isoformat()
     extra_value: Any = None
     if json_text:
         models_value: Any = _MODELS_JSON.dump_json(models).decode() if models else "[]"

@@ -63,6 +63,9 @@ class DeviceRecord:
     facts_unreadable: str | None = None
     """Why the stored facts could not be read (None when they could, or none are stored). Such a
     device has no hardware class: class and JetPack selectors do not target it."""
+    pinned_class: str | None = None
+    """The hardware class it may upload engines for: its first report's, or one an operator
+    accepted (None before its first report)."""
 
 
 @dataclass(frozen=True)

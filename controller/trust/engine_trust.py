@@ -6,8 +6,12 @@ So a build is only as trustworthy as its uploader:
 - **A device uploads only for itself.** Its manifest's validity must be the validity its own
   reported facts give (:mod:`shared.engine_validity`, the derivation the agent uses): same runtime
   version, platform, GPU, part number, hardware class. The providers and the DLA core are the
-  build's choice. A device that has reported no facts yet cannot upload. Operators (and the
-  anonymous admin of a controller run without authentication) upload anything.
+  build's choice. A device that has reported no facts yet cannot upload. Its facts must also
+  give the class it is **pinned** to (``devices.pinned_class``: its first report's class, or one
+  an operator accepted with ``jetfleet devices accept-class``): a gateway credential that reports
+  another hardware profile cannot upload for that profile's class (issue 29 N6); the change is
+  shown in ``jetfleet devices ls`` until an operator accepts it (a JetPack upgrade is one).
+  Operators (and the anonymous admin of a controller run without authentication) upload anything.
 - **Twins pull a device's build only when the operator said so**, per hardware class: ``devices``
   (device builds are shared with twins as soon as they are stored) or ``approval`` (a build waits
   until an operator approves it; until then only its builder gets it, and the store answers its
@@ -72,9 +76,14 @@ class UploadDecision:
 
 
 def check_upload(
-    uploader: Uploader, validity: ValidityKey, facts: DeviceFacts | None
+    uploader: Uploader,
+    validity: ValidityKey,
+    facts: DeviceFacts | None,
+    pinned_class: str | None = None,
 ) -> UploadDecision:
-    """May ``uploader`` store an engine of ``validity``? A device only for its own (``facts``)."""
+    """May ``uploader`` store an engine of ``validity``? A device only for its own (``facts``),
+    and only while those facts give the class it is pinned to (``pinned_class``: fixed by its
+    first report or accepted by an operator)."""
     if uploader.kind == "operator":
         return UploadDecision(True)
     device = uploader.name
@@ -86,6 +95,14 @@ def check_upload(
             "to the broker) before it uploads",
         )
     own_class = hardware_class(facts)
+    if pinned_class is not None and own_class != pinned_class:
+        return UploadDecision(
+            False,
+            f"device {device!r} was first seen as class {pinned_class} and now reports class "
+            f"{own_class}: it may upload engines only for {pinned_class} until an operator "
+            f"accepts the change (`jetfleet devices accept-class {device}`)",
+            own_class,
+        )
     missing = _missing_runtime(facts, validity.runtime)
     if missing:
         return UploadDecision(

@@ -31,13 +31,16 @@ from agent.engines.store_client import StoreClient
 from controller.cli.main import cli
 from controller.demo.sample_models import classifier
 from controller.server import Controller
+from shared.codec import encode
 from shared.delegate import DelegateConfig
 from shared.engine_keys import ContentKey, TuningTag, engine_key
 from shared.engine_validity import ort_validity
 from shared.engines import EngineManifest
-from shared.messages import DeviceFacts
-from tests.integration.controller.conftest import admin_token, bearer, new_token, poll
-from tests.integration.controller.device_reports import report_facts
+from shared.hardware_class import hardware_class
+from shared.messages import DeviceFacts, GpuFacts, ReportedState
+from shared.topics import Channel, Topics
+from tests.integration.controller.conftest import MqttPeer, admin_token, bearer, new_token, poll
+from tests.integration.controller.device_reports import report_facts, trust_device_builds
 from tests.integration.controller.test_engine_store import ENGINE_BYTES, manifest
 
 JUNK = b"\xde\xad junk that is no TensorRT plan" * 64
@@ -377,3 +380,84 @@ def test_an_operators_build_replaces_a_pending_device_build(
     with as_device(controller, "x86-gw") as gateway:
         again = upload(gateway, JUNK, device_build)
     assert again.status_code == 409
+
+
+RTX = X86.model_copy(update={"gpu": GpuFacts(name="NVIDIA RTX A2000", compute_capability="8.6")})
+"""The profile the probe's gateway claimed after enrolment: an x86 box with an RTX A2000."""
+
+
+def test_a_device_that_reports_another_class_may_not_upload_for_it_until_accepted(
+    db_controller: Controller, db_api: httpx.Client
+) -> None:
+    """Issue 29 N6: a gateway credential reported a fake hardware profile on its own
+    ``reported`` topic, then uploaded an engine for that class; once an operator trusted the
+    class's device builds, twins got the junk signed with the fleet key. The class a device may
+    upload for is now the one it was first seen with, and the change is shown to the operator."""
+    runner = CliRunner(env={"JETFLEET_TOKEN": admin_token(db_controller, "alice")})
+
+    def cli_as_admin(*args: str) -> Result:
+        return runner.invoke(cli, [*args, "--url", db_controller.http_url])
+
+    report(db_controller, db_api, "x86-gw")
+    report_facts_again(db_controller, db_api, "x86-gw", RTX)
+    junk = own_build(JUNK, "x86-gw").model_copy(
+        update={"validity": ort_validity(RTX, ("CPUExecutionProvider",))}
+    )
+    junk = junk.model_copy(update={"engine_key": engine_key(junk.validity, junk.content)})
+    trust_device_builds(db_api, "nvidia-rtx-a2000")
+
+    with as_device(db_controller, "x86-gw") as attacker:
+        refused = upload(attacker, JUNK, junk)
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["detail"] == (
+        "device 'x86-gw' was first seen as class cpu-x86_64 and now reports class "
+        "nvidia-rtx-a2000: it may upload engines only for cpu-x86_64 until an operator accepts "
+        "the change (`jetfleet devices accept-class x86-gw`)"
+    )
+    with as_device(db_controller, "rtx-twin") as twin:
+        assert twin.get(f"/api/v1/engines/{junk.engine_key}").status_code == 404
+
+    listed = cli_as_admin("devices", "ls")
+    assert listed.exit_code == 0, listed.output
+    assert "(CLASS CHANGED)" in listed.output
+    assert "jetfleet devices accept-class x86-gw" in listed.output
+    shown = db_api.get("/api/v1/devices/x86-gw").json()
+    assert (shown["pinned_class"], shown["hardware_class"], shown["class_changed"]) == (
+        "cpu-x86_64",
+        "nvidia-rtx-a2000",
+        True,
+    )
+
+    accepted = cli_as_admin("devices", "accept-class", "x86-gw", "--json")
+    assert accepted.exit_code == 0, accepted.output
+    assert json.loads(accepted.output)[0]["pinned_class"] == "nvidia-rtx-a2000"
+    with as_device(db_controller, "x86-gw") as device:
+        stored = upload(device, JUNK, junk)
+        assert stored.status_code == 201, stored.text  # the operator's word now
+    assert "CLASS CHANGED" not in cli_as_admin("devices", "ls").output
+
+
+def report_facts_again(
+    controller: Controller, api: httpx.Client, device_id: str, facts: DeviceFacts
+) -> None:
+    """``device_id`` reports other facts; returns once the controller stored them."""
+    peer = MqttPeer(controller.broker_url).connect()
+    try:
+        state = ReportedState(
+            device_id=device_id,
+            observed_generation=-1,
+            reported_at=datetime.now(timezone.utc),
+            facts=facts.model_copy(update={"hostname": device_id}),
+            agent_version="test",
+        )
+        topic = Topics(controller.settings.topic_prefix).device(device_id, Channel.REPORTED)
+        peer.publish(topic, encode(state))
+        expected = hardware_class(facts)
+        poll(
+            lambda: (
+                api.get(f"/api/v1/devices/{device_id}").json()["hardware_class"] == expected or None
+            ),
+            what=f"{device_id}'s new facts",
+        )
+    finally:
+        peer.close()

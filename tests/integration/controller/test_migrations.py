@@ -18,6 +18,7 @@ from controller.db.session import make_engine
 from controller.errors import DatabaseError
 from controller.server import Controller
 from controller.settings import Settings
+from shared.messages import DeviceFacts
 
 
 def test_upgrade_reaches_head_and_is_repeatable(db_url: str) -> None:
@@ -89,5 +90,28 @@ def test_0002_keeps_existing_versions_and_deployments(db_url: str) -> None:
             assert row[0] in (False, 0)
         command.downgrade(migrate.alembic_config(db_url), "0001")
         assert migrate.current_revision(db_url) == "0001"
+    finally:
+        engine.dispose()
+
+
+def test_0012_pins_each_device_to_the_class_of_its_stored_facts(db_url: str) -> None:
+    """Issue 29 N6: devices known before 0012 may upload only for the class they are now."""
+    command.upgrade(migrate.alembic_config(db_url), "0011")
+    engine = make_engine(db_url)
+    facts = DeviceFacts(hostname="gw", os="Debian 12", arch="aarch64")
+    try:
+        with engine.begin() as conn:
+            insert = text(
+                "INSERT INTO devices (id, labels, online, desired_generation, facts, "
+                "reported_slots, created_at) VALUES (:id, '{}', false, 0, :facts, '[]', "
+                "'2026-01-01 00:00:00')"
+            )
+            conn.execute(insert, {"id": "gw-1", "facts": facts.model_dump_json(by_alias=True)})
+            conn.execute(insert, {"id": "gw-silent", "facts": None})
+        migrate.upgrade(db_url)
+        with engine.connect() as conn:
+            rows = dict(conn.execute(text("SELECT id, pinned_class FROM devices")).all())
+        assert rows == {"gw-1": "cpu-aarch64", "gw-silent": None}
+        command.downgrade(migrate.alembic_config(db_url), "0011")
     finally:
         engine.dispose()
