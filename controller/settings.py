@@ -329,13 +329,28 @@ def parse_broker_url(url: str) -> tuple[str, int]:
 
 
 def parse_trusted_proxy(text: str) -> str:
-    """An IP address or CIDR network (``10.0.0.0/24``), normalised; InvalidInput otherwise."""
+    """An IP address or CIDR network (``10.0.0.0/24``), normalised; InvalidInput otherwise, and
+    for a network with host bits (``10.0.0.5/24`` was silently widened to the whole /24) or one
+    that holds every address (``0.0.0.0/0``: every client could then claim any address)."""
     try:
         if "/" in text:
-            return str(ipaddress.ip_network(text.strip(), strict=False))
-        return str(ipaddress.ip_address(text.strip()))
+            network = ipaddress.ip_network(text.strip(), strict=False)
+        else:
+            return str(ipaddress.ip_address(text.strip()))
     except ValueError as exc:
         raise InvalidInput(
             f"--trusted-proxy expects an IP address or network (e.g. 10.0.0.5 or 10.0.0.0/24), "
             f"got {text!r}"
         ) from exc
+    address = text.strip().split("/", 1)[0]
+    if ipaddress.ip_address(address) != network.network_address:
+        raise InvalidInput(
+            f"--trusted-proxy {text}: the address has bits outside the /{network.prefixlen} "
+            f"network; give the proxy ({address}) or the network ({network})"
+        )
+    if network.prefixlen == 0:
+        raise InvalidInput(
+            f"--trusted-proxy {text} trusts X-Forwarded-For from every address: any client "
+            "could claim any address (rate limits, audit); name the proxies' addresses"
+        )
+    return str(network)

@@ -114,7 +114,11 @@ def create_app(services: Services) -> FastAPI:
     @app.get("/healthz")
     def healthz() -> Health:
         services.repo.ping()
-        return Health(status="ok", database=services.database_label, broker=services.broker_label)
+        return Health(
+            status="ok",
+            database=_kind(services.database_label),
+            broker=_kind(services.broker_label),
+        )
 
     app.include_router(_devices(services), prefix="/api/v1")
     app.include_router(_models(services), prefix="/api/v1")
@@ -401,3 +405,9 @@ async def _body_within(request: Request, limit: int) -> bytes:
         check_upload_size(size, limit)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _kind(url: str) -> str:
+    """``postgresql`` or ``sqlite``: anyone may ask /healthz, so it names no host, path or
+    user (issue 29: it told the database and broker URLs)."""
+    return url.split(":", 1)[0].split("+", 1)[0]

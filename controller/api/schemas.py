@@ -210,11 +210,11 @@ class IngestStats(ApiModel):
 
 
 class Health(ApiModel):
-    """GET /healthz."""
+    """GET /healthz: public, so it says what answers and nothing of where."""
 
     status: Literal["ok"]
-    database: str
-    broker: str
+    database: str = Field(description="The database's kind: sqlite or postgresql.")
+    broker: str = Field(description="The broker's scheme: mqtt or mqtts.")
 
 
 class ConfigLayerIn(ApiModel):

@@ -136,7 +136,7 @@ def bound_device(binding: DeviceBinding, query_string: str, body: bytes) -> str 
         return values[-1] if values else None
     try:
         document = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # a body nested past the parser's depth: unreadable
         return None
     value = document.get(binding.field) if isinstance(document, dict) else None
     return value if isinstance(value, str) else None

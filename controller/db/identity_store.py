@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from controller.db.schema_security import DeviceIdentityRow, EnrolTokenRow, SigningKeyRow
 from controller.db.session import SessionStore, in_chunks
@@ -173,6 +173,20 @@ class IdentityStore(SessionStore):
                     ).scalars()
                 )
         return found
+
+    def live_lookalikes(self, device_id: str, canonical: Callable[[str], str]) -> list[str]:
+        """Device ids of live identities other than ``device_id`` whose ``canonical`` form is
+        ``device_id``'s (``GW-02`` and ``gw-02.`` for ``gw-02``). The candidates are those that
+        begin, case aside, with the canonical stem; ``canonical`` decides."""
+        stem = canonical(device_id)
+        with self._tx() as session:
+            candidates = session.execute(
+                select(DeviceIdentityRow.device_id)
+                .where(func.lower(DeviceIdentityRow.device_id).like(f"{stem}%"))
+                .where(DeviceIdentityRow.device_id != device_id)
+                .where(DeviceIdentityRow.revoked_at.is_(None))
+            ).scalars()
+            return sorted(c for c in candidates if canonical(c) == stem)
 
     def identities(self) -> list[IdentityRecord]:
         with self._tx() as session:

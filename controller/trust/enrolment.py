@@ -191,6 +191,7 @@ class EnrolmentService:
         with self._enrolling:
             if record.device_id is None:
                 self._refuse_takeover(chosen, record.id)
+                self._refuse_lookalike(chosen)
             now = self._clock()
             if not self.store.claim_enrol_token(record.id, chosen, now):
                 raise EnrolmentRefused(f"enrolment token {record.id} was already used", 410)
@@ -224,6 +225,17 @@ class EnrolmentService:
             f"old identity first, `jetfleet devices revoke {device_id}`",
             409,
         )
+
+    def _refuse_lookalike(self, device_id: str) -> None:
+        """409 when a device picks an id that reads as an enrolled device's (``GW-02`` or
+        ``gw-02.`` beside ``gw-02``): operators and logs would take one for the other."""
+        found = self.store.live_lookalikes(device_id, canonical_device_id)
+        if found:
+            raise EnrolmentRefused(
+                f"device id {device_id!r} looks like enrolled device {found[0]!r} (they differ "
+                "only in case or trailing '.', '-', '_'): choose a distinct id",
+                409,
+            )
 
     def _label(self, device_id: str, token_labels: dict[str, str]) -> dict[str, str]:
         """Store the token's labels on the device (a token without labels keeps the device's);
@@ -348,6 +360,11 @@ class EnrolmentService:
             self.access.revoke(token_id)
         except NotFound:
             logger.warning("API token %s of a device identity no longer exists", token_id)
+
+
+def canonical_device_id(device_id: str) -> str:
+    """The form two device ids that look alike share: lower case, trailing ``._-`` dropped."""
+    return device_id.lower().rstrip("._-")
 
 
 def _check_device(device_id: str) -> None:

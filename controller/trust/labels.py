@@ -15,6 +15,7 @@ from controller.errors import InvalidInput
 
 MAX_LABELS = 64
 _LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def check_labels(labels: Mapping[str, str]) -> dict[str, str]:
@@ -27,8 +28,11 @@ def check_labels(labels: Mapping[str, str]) -> dict[str, str]:
                 f"label key {key!r}: use up to 63 letters, digits and . _ / - "
                 "(starting with a letter or digit)"
             )
-        if len(value) > 256 or any(c in value for c in ",="):
-            raise InvalidInput(f"label {key}={value!r}: at most 256 characters, no ',' or '='")
+        if len(value) > 256 or any(c in value for c in ",=") or _CONTROL.search(value):
+            raise InvalidInput(
+                f"label {key}={value!r}: at most 256 characters, no ',' or '=', no control "
+                "characters (newline, NUL, ...)"
+            )
     return dict(labels)
 
 

@@ -78,3 +78,16 @@ def test_a_revoked_device_can_enrol_again_with_an_unbound_token(secured: Secured
     assert answer.status_code == 200, answer.text
     assert _whoami(secured, answer.json()["api_token"]) == 200
     assert _whoami(secured, old["api_token"]) == 401
+
+
+def test_a_device_cannot_pick_an_id_that_reads_as_an_enrolled_ones(secured: Secured) -> None:
+    """Issue 29: ``GW-02`` and ``gw-02.`` were enrolled beside ``gw-02``; an operator reading a
+    list or a log takes one for the other."""
+    secured.enrol("gw-02")
+    for lookalike in ("GW-02", "gw-02.", "Gw-02_"):
+        answer = _enrol(secured, _token(secured), lookalike)
+        assert answer.status_code == 409, answer.text
+        assert "looks like enrolled device 'gw-02'" in answer.json()["detail"]
+    assert _enrol(secured, _token(secured), "gw-020").status_code == 200  # a distinct id
+    ids = sorted(i["device_id"] for i in secured.api.get("/api/v1/identities").json())
+    assert ids == ["gw-02", "gw-020"]
