@@ -148,6 +148,7 @@ class GuardedBroker(Broker):  # type: ignore[misc]
             raise AMQTTError(str(exc)) from exc
         if incoming.clean_session and not incoming.client_id:
             incoming.client_id = gen_client_id()
+        incoming.remote_address = remote_address  # failed logins are counted per address
         if not await super()._authenticate(incoming, None):
             incoming.parent = 0
             handler.attach(incoming, reader, writer)

@@ -32,6 +32,7 @@ from controller.broker_admin.acl import (
     device_may_subscribe,
     device_of_username,
 )
+from controller.broker_admin.login_throttle import LOCK_S, LoginThrottle
 
 logger = logging.getLogger(__name__)
 
@@ -48,21 +49,37 @@ class AccessPolicy:
         controller_user: str,
         controller_password: str,
         device_login: DeviceLogin,
+        throttle: LoginThrottle | None = None,
     ) -> None:
         self.prefix = prefix
         self.controller_user = controller_user
         self._controller_password = controller_password
         self._device_login = device_login
+        self.throttle = throttle or LoginThrottle()
 
-    def login(self, username: str | None, password: str | None) -> bool:
-        """True for the controller's credential or an enrolled device's (may touch the DB)."""
+    def login(self, username: str | None, password: str | None, address: str | None = None) -> bool:
+        """True for the controller's credential or an enrolled device's (may touch the DB).
+        A user name or address that failed too often lately is refused without checking
+        (:mod:`controller.broker_admin.login_throttle`)."""
         if not username or password is None:
             return False
-        if username == self.controller_user:
-            return hmac.compare_digest(password.encode(), self._controller_password.encode())
-        if device_of_username(username) is None:
+        if self.throttle.locked(address, username):
             return False
-        return self._device_login(username, password)
+        if username == self.controller_user:
+            ok = hmac.compare_digest(password.encode(), self._controller_password.encode())
+        else:
+            ok = device_of_username(username) is not None and self._device_login(username, password)
+        if ok:
+            self.throttle.succeeded(address, username)
+        elif self.throttle.failed(address, username):
+            logger.warning(
+                "embedded broker: logins of %r from %s failed too often; refused without "
+                "checking for the next %g s",
+                username,
+                address or "an unknown address",
+                LOCK_S,
+            )
+        return ok
 
     def may_use_client_id(self, username: str | None, client_id: str | None) -> bool:
         """A device's credential only with its own agent client id; the controller's with any
@@ -108,8 +125,9 @@ class JetfleetAuthPlugin(BaseAuthPlugin):  # type: ignore[misc]
     async def authenticate(self, *, session: Session) -> bool:
         policy: AccessPolicy = self.context.config.policy
         username, password = session.username, session.password
+        address = getattr(session, "remote_address", None)
         ok = await asyncio.get_running_loop().run_in_executor(
-            None, policy.login, username, password
+            None, policy.login, username, password, address
         )
         if not ok:
             logger.warning("embedded broker refused login of %r (bad credentials)", username)

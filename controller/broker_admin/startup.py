@@ -20,7 +20,12 @@ from controller.broker_admin.base import BrokerAdmin, NoBrokerAdmin
 from controller.broker_admin.dynsec import DynsecAdmin
 from controller.broker_admin.embedded import AccessPolicy, EmbeddedAdmin
 from controller.broker_admin.embedded_broker import EmbeddedBroker
-from controller.broker_admin.passwords import PasswordHash, new_password, verify_password
+from controller.broker_admin.passwords import (
+    PasswordHash,
+    hash_password,
+    new_password,
+    verify_password,
+)
 from controller.db.identity_store import IdentityStore
 from controller.errors import ControllerError, InvalidInput
 from controller.settings import Settings
@@ -111,22 +116,27 @@ def bind_client_ids(admin: BrokerAdmin, identities: IdentityStore) -> int:
     return len(active)
 
 
+_UNKNOWN_USER = hash_password(new_password())
+"""What a login of a user name with no usable credential is checked against (never matches)."""
+
+
 def check_device_login(store: IdentityStore, username: str, password: str) -> bool:
     """True when ``username``/``password`` is an enrolled, unrevoked device credential (the
     embedded broker asks this at every login; :mod:`controller.trust.enrolment` stores it)."""
     device_id = device_of_username(username)
-    if device_id is None:
-        return False
-    identity = store.identity(device_id)
+    identity = None if device_id is None else store.identity(device_id)
+    stored = None
     if (
-        identity is None
-        or identity.revoked_at is not None
-        or identity.broker_password_hash is None
-        or identity.broker_username != username
+        identity is not None
+        and identity.revoked_at is None
+        and identity.broker_password_hash is not None
+        and identity.broker_username == username
     ):
-        return False
-    try:
-        stored = PasswordHash.decode(identity.broker_password_hash)
-    except ValueError:
-        return False
-    return verify_password(password, stored)
+        try:
+            stored = PasswordHash.decode(identity.broker_password_hash)
+        except ValueError:
+            stored = None
+    # Unknown, revoked and valid user names cost the same hash: the answer's time tells no one
+    # which device ids exist (issue 29).
+    matched = verify_password(password, stored or _UNKNOWN_USER)
+    return stored is not None and matched

@@ -96,6 +96,8 @@ class Peer:
     password: str | None
     client_id: str | None = None
     clean_session: bool = True
+    bind_address: str = ""
+    """The local address to connect from (``127.0.0.2``: another host, as the broker sees it)."""
     connacks: list[ReasonCode] = field(default_factory=list)
     disconnects: list[ReasonCode] = field(default_factory=list)
     subacks: dict[int, list[ReasonCode]] = field(default_factory=dict)
@@ -143,7 +145,7 @@ class Peer:
         """Connect and return the broker's CONNACK reason."""
         host, port = self.url.removeprefix("mqtt://").rsplit(":", 1)
         seen = len(self.connacks)
-        self.client.connect(host, int(port), keepalive=30)
+        self.client.connect(host, int(port), keepalive=30, bind_address=self.bind_address)
         self.client.loop_start()
         poll(lambda: len(self.connacks) > seen, what=f"CONNACK for {self.username}")
         return self.connacks[seen]
