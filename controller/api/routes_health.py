@@ -206,6 +206,17 @@ def prometheus_text(services: Services, view: FleetView) -> str:
         out.sample("jetfleet_ingest_rejected_total", count, {"channel": channel})
     if not ingest.rejected_by_channel:
         out.sample("jetfleet_ingest_rejected_total", 0, {"channel": "telemetry"})
+    guarded = services.ingest.guard_stats()
+    out.family(
+        "jetfleet_ingest_samples_guarded_total",
+        "counter",
+        "Telemetry samples the sample guard re-dated (dated ahead) or refused (stale, over the "
+        "per-device rate), by reason.",
+    )
+    for reason in ("redated", "stale", "over_rate"):
+        out.sample(
+            "jetfleet_ingest_samples_guarded_total", getattr(guarded, reason), {"reason": reason}
+        )
     if services.batcher is not None:
         b = services.batcher.stats()
         for name, kind, help_text, value in [

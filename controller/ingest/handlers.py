@@ -12,6 +12,12 @@ would leave the device's stored state stale.
 A payload over ``max_payload_bytes`` is dropped before it is decoded; it counts as rejected on its
 channel and is logged at most once per device and window (:class:`LogThrottle`), so one device
 sending huge messages can neither exhaust memory in the decoder nor flood the log.
+
+Telemetry passes the sample guard (:mod:`controller.ingest.sample_guard`, issue N9): a per-device
+rate bound checked before decoding, then its timestamp against the receive time (re-dated when
+too far ahead, refused when older than retention). Refusals count as rejected telemetry; what
+the guard did is counted by kind (:meth:`Ingest.guard_stats`) and logged at most once a minute
+per device.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
@@ -32,6 +39,9 @@ from controller.errors import ControllerError
 from controller.ingest.batch import IngestBatcher
 from controller.ingest.log_throttle import LogThrottle
 from controller.ingest.outage import OUTAGE_LIMIT_S, Outage
+from controller.ingest.sample_guard import GuardCounts, GuardLimits, Outcome, SampleGuard
+from controller.ingest.sample_guard import redated as redated_sample
+from controller.ingest.sample_guard import refusal as guard_refusal
 from controller.records import IngestCounts
 from controller.settings import DEFAULT_MAX_MQTT_PAYLOAD_BYTES
 from shared.codec import MESSAGE_TYPES, MessageError, decode_for
@@ -68,6 +78,7 @@ class Ingest:
         log_throttle: LogThrottle | None = None,
         revoked: Callable[[Collection[str]], set[str]] | None = None,
         outage_limit_s: float = OUTAGE_LIMIT_S,
+        guard: GuardLimits | None = None,
     ) -> None:
         self._repo = repo
         self._outage_limit = outage_limit_s
@@ -91,6 +102,14 @@ class Ingest:
         self._accepted = 0
         self._rejected: Counter[str] = Counter()
         self._last_rejection: str | None = None
+        retention = batcher.retention
+        self._guard = SampleGuard(guard or GuardLimits(), max(retention.raw_s, retention.rollup_s))
+        """Telemetry timestamps and per-device rate (issue N9); used under ``_lock``."""
+
+    @property
+    def guard_limits(self) -> GuardLimits:
+        """The sample guard's bounds in this process (a worker's share in an ingest worker)."""
+        return self._guard.limits
 
     def admit(self, topic: str, payload: bytes) -> bool:
         """False (counted, logged rate-limited) for a payload too large to decode."""
@@ -179,6 +198,8 @@ class Ingest:
         if parsed is None or parsed[1] is Channel.DESIRED:
             return None
         device_id, channel = parsed
+        if channel is Channel.TELEMETRY and not self._within_rate(device_id):
+            return None
         try:
             message = _decode(channel, payload)
             claimed = getattr(message, "device_id", device_id)
@@ -187,12 +208,47 @@ class Ingest:
         except MessageError as exc:
             self._reject(channel, device_id, exc)
             return None
-        if isinstance(message, (Telemetry, Event)):
+        if isinstance(message, Telemetry):
+            sample = self._dated(message)
+            if sample is not None:
+                self._batcher.submit(sample)  # counted as accepted once written
+            return None
+        if isinstance(message, Event):
             self._batcher.submit(message)  # counted as accepted once written
             return None
         if not isinstance(message, (ReportedState, Status)):
             return None
         return message, channel, device_id
+
+    def _within_rate(self, device_id: str) -> bool:
+        """Whether one more sample of ``device_id`` is within its rate bound (else refused)."""
+        with self._lock:
+            if self._guard.take(device_id, time.monotonic()):
+                return True
+        self._guarded(device_id, Outcome.OVER_RATE, None)
+        return False
+
+    def _dated(self, message: Telemetry) -> Telemetry | None:
+        """``message`` as stored: re-dated to now when dated too far ahead, None (refused) when
+        older than retention."""
+        received = self._clock()
+        with self._lock:
+            outcome = self._guard.judge(message.ts, received)
+        if outcome is Outcome.STORE:
+            return message
+        self._guarded(message.device_id, outcome, message.ts)
+        return redated_sample(message, received) if outcome is Outcome.REDATED else None
+
+    def _guarded(self, device_id: str, outcome: Outcome, ts: datetime | None) -> None:
+        """Count (a refusal as a rejection) and log, at most once a minute per device."""
+        with self._lock:
+            if outcome is not Outcome.REDATED:
+                self._rejected[Channel.TELEMETRY.value] += 1
+                why = guard_refusal(outcome, self._guard.limits, self._guard.keep_s, ts)
+                self._last_rejection = f"rejected telemetry from {device_id}: {why}"
+            line = self._guard.note(device_id, outcome, time.monotonic(), ts)
+        if line is not None:
+            logger.warning("%s", line)
 
     def _parse(self, topic: str) -> tuple[str, Channel] | None:
         try:
@@ -218,10 +274,16 @@ class Ingest:
             self._accepted += count
 
     def absorb(
-        self, accepted: int, rejected: Mapping[str, int], last_rejection: str | None
+        self,
+        accepted: int,
+        rejected: Mapping[str, int],
+        last_rejection: str | None,
+        guard: GuardCounts | None = None,
     ) -> None:
         """Add counts an ingest worker process handled (deltas since its previous report)."""
         with self._lock:
+            if guard is not None:
+                self._guard.absorb(guard)
             self._accepted += accepted
             self._rejected.update(rejected)
             if last_rejection is not None:
@@ -236,6 +298,11 @@ class Ingest:
                 rejected_by_channel=dict(self._rejected),
                 last_rejection=self._last_rejection,
             )
+
+    def guard_stats(self) -> GuardCounts:
+        """Telemetry samples the sample guard re-dated or refused since start (with workers')."""
+        with self._lock:
+            return self._guard.counts()
 
     def _reject(self, channel: Channel, device_id: str, exc: MessageError) -> None:
         line = f"rejected {channel.value} from {device_id}: {exc.field}: {exc.reason}"

@@ -10,10 +10,11 @@ Its paho client never subscribes to telemetry (:func:`main_subscriptions`).
 This module spawns the workers (``spawn``: no fork of a process that holds threads, sockets and
 database connections), waits until each has its subscription granted, and runs one thread that
 reads their reports into the main :class:`Ingest` and :class:`IngestBatcher` counters (so
-``GET /api/v1/ingest`` and ``/metrics`` count everything) and restarts a worker that dies, after
-a back-off when it keeps dying. Each worker has its own pipe, so a killed worker cannot leave a
-shared lock held. ``stop`` sends SIGTERM, waits for each worker to write what it queued, and
-kills what is still running after the timeout: no process outlives the controller.
+``GET /api/v1/ingest`` and ``/metrics`` count everything, the sample guard's counts too) and
+restarts a worker that dies, after a back-off when it keeps dying. Each worker has its own
+pipe, so a killed worker cannot leave a shared lock held. ``stop`` sends SIGTERM, waits for each
+worker to write what it queued, and kills what is still running after the timeout: no process
+outlives the controller.
 
 Each worker keeps a persistent MQTT session named after the replica and its index
 (``jetfleet-ingest-<replica id>-<i>``) and acknowledges a message only once it is stored: a
@@ -135,6 +136,7 @@ def start_ingest_workers(
             log_level=logging.getLogger().getEffectiveLevel(),
             replica_id=settings.resolved_replica_id(),
             session_expiry_s=settings.ingest_session_expiry_s,
+            guard=ingest.guard_limits.per_worker(count),
         )
         for i in range(count)
     ]
@@ -281,7 +283,7 @@ class IngestWorkers:
         kind, body = message[0], message[1]
         index = slot.config.index
         if kind == "report" and isinstance(body, WorkerReport):
-            self._ingest.absorb(body.accepted, body.rejected, body.last_rejection)
+            self._ingest.absorb(body.accepted, body.rejected, body.last_rejection, body.guard)
             self._batcher.absorb(body.batch)
             self._batcher.remote_queue(index, body.queued, body.capacity)
         elif kind == "ready":

@@ -7,7 +7,9 @@ the spawn). The connection is the lean :class:`IngestLink`, not paho: it reads m
 ``recv`` and acknowledges them in one write, and the messages of each read are decoded and
 queued for the batch writer on the link's thread (two threads per worker: link, writer). Only
 telemetry comes here: reported state, status and events stay with the main process, which
-drives deploys, jobs and rollout gates from them.
+drives deploys, jobs and rollout gates from them. Each worker applies its share of the
+per-device sample bounds (:mod:`controller.ingest.sample_guard`: the bound divided by N, as the
+broker spreads a device's telemetry over the workers).
 
 The worker reports to the main process over its end of a pipe: ``("ready", pid)`` once the broker
 granted the subscription, ``("error", line)`` when it cannot start, and ``("report",
@@ -26,7 +28,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from typing import NoReturn
 
@@ -38,6 +40,7 @@ from controller.errors import ControllerError
 from controller.ingest.batch import BatchCounts, BatchStats, IngestBatcher
 from controller.ingest.handlers import Ingest, tune_garbage_collector
 from controller.ingest.link import IngestLink
+from controller.ingest.sample_guard import GuardCounts, GuardLimits
 from controller.records import IngestCounts
 from shared.topics import Topics
 from shared.transport import MqttAuth
@@ -63,6 +66,8 @@ class WorkerConfig:
     replica_id: str = "controller"
     """Names the worker's persistent MQTT session with ``index``: stable across restarts."""
     session_expiry_s: int = 0
+    guard: GuardLimits = field(default_factory=GuardLimits)
+    """This worker's share of the per-device sample bounds (:meth:`GuardLimits.per_worker`)."""
 
 
 @dataclass(frozen=True)
@@ -75,11 +80,18 @@ class WorkerReport:
     batch: BatchCounts = field(default_factory=BatchCounts)
     queued: int = 0
     capacity: int = 0
+    guard: GuardCounts = field(default_factory=GuardCounts)
+    """Samples the worker's sample guard re-dated or refused (deltas)."""
 
     @property
     def moved(self) -> bool:
         """Whether any counter changed (a report worth sending before the heartbeat is due)."""
-        return bool(self.accepted or self.rejected or self.batch != BatchCounts())
+        return bool(
+            self.accepted
+            or self.rejected
+            or self.batch != BatchCounts()
+            or self.guard != GuardCounts()
+        )
 
 
 class _Reporter:
@@ -90,11 +102,15 @@ class _Reporter:
         self._batcher = batcher
         self._last_ingest = ingest.stats()
         self._last_batch = batcher.stats()
+        self._last_guard = ingest.guard_stats()
 
     def next(self) -> WorkerReport:
         now_ingest, now_batch = self._ingest.stats(), self._batcher.stats()
+        now_guard = self._ingest.guard_stats()
         report = _delta(self._last_ingest, now_ingest, self._last_batch, now_batch)
+        report = replace(report, guard=now_guard - self._last_guard)
         self._last_ingest, self._last_batch = now_ingest, now_batch
+        self._last_guard = now_guard
         return report
 
 
@@ -127,6 +143,7 @@ class _Worker:
             topics,
             batcher=self.batcher,
             max_payload_bytes=config.max_payload_bytes,
+            guard=config.guard,
         )
         self.link = IngestLink(
             config.broker_url,
