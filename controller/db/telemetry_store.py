@@ -217,13 +217,16 @@ class TelemetryStore(TelemetryReads):
         return sum(len(d) for d in by_minute.values())
 
     def prune(self, now: datetime, retention: Retention) -> tuple[int, int]:
-        """Delete raw samples and rollups past their retention; (samples, rollups) deleted."""
+        """Delete raw samples and rollups past their retention, and events older than the
+        rollups' (before issue 29 events were kept for ever: a gateway could fill the database
+        with them); (samples, rollups) deleted."""
         raw_cut = now - timedelta(seconds=retention.raw_s)
         rollup_cut = now - timedelta(seconds=retention.rollup_s)
         try:
             with self._engine.begin() as conn:
                 samples = conn.execute(delete(SAMPLES).where(S.ts < raw_cut))
                 rollups = conn.execute(delete(ROLLUP_ROWS).where(R.bucket < rollup_cut))
+                conn.execute(delete(_EVENTS).where(_EVENTS.c.ts < rollup_cut))
                 return int(samples.rowcount), int(rollups.rowcount)
         except SQLAlchemyError as exc:
             raise DatabaseError(f"cannot prune telemetry: {describe(exc)}") from exc

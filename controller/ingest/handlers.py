@@ -13,11 +13,11 @@ A payload over ``max_payload_bytes`` is dropped before it is decoded; it counts 
 channel and is logged at most once per device and window (:class:`LogThrottle`), so one device
 sending huge messages can neither exhaust memory in the decoder nor flood the log.
 
-Telemetry passes the sample guard (:mod:`controller.ingest.sample_guard`, issue N9): a per-device
-rate bound checked before decoding, then its timestamp against the receive time (re-dated when
-too far ahead, refused when older than retention). Refusals count as rejected telemetry; what
-the guard did is counted by kind (:meth:`Ingest.guard_stats`) and logged at most once a minute
-per device.
+Telemetry and events pass the sample guard (:mod:`controller.ingest.sample_guard`, issue 29
+N9): one per-device rate bound checked before decoding, then the timestamp against the receive
+time (re-dated when too far ahead, refused when older than retention; events are pruned with the
+rollups). Refusals count as rejected on their channel; what the guard did is counted by kind
+(:meth:`Ingest.guard_stats`) and logged at most once a minute per device.
 """
 
 from __future__ import annotations
@@ -39,7 +39,13 @@ from controller.errors import ControllerError
 from controller.ingest.batch import IngestBatcher
 from controller.ingest.log_throttle import LogThrottle
 from controller.ingest.outage import OUTAGE_LIMIT_S, Outage
-from controller.ingest.sample_guard import GuardCounts, GuardLimits, Outcome, SampleGuard
+from controller.ingest.sample_guard import (
+    GuardCounts,
+    GuardLimits,
+    Outcome,
+    SampleGuard,
+    redated_event,
+)
 from controller.ingest.sample_guard import redated as redated_sample
 from controller.ingest.sample_guard import refusal as guard_refusal
 from controller.records import IngestCounts
@@ -49,6 +55,7 @@ from shared.messages import Event, ReportedState, Status, Telemetry
 from shared.topics import Channel, Topics
 
 logger = logging.getLogger(__name__)
+_GUARDED = (Channel.TELEMETRY, Channel.EVENTS)  # under the sample guard's rules
 
 _MAX_CACHED_TOPICS = 100_000
 
@@ -198,7 +205,7 @@ class Ingest:
         if parsed is None or parsed[1] is Channel.DESIRED:
             return None
         device_id, channel = parsed
-        if channel is Channel.TELEMETRY and not self._within_rate(device_id):
+        if channel in _GUARDED and not self._within_rate(device_id, channel):
             return None
         try:
             message = _decode(channel, payload)
@@ -214,19 +221,33 @@ class Ingest:
                 self._batcher.submit(sample)  # counted as accepted once written
             return None
         if isinstance(message, Event):
-            self._batcher.submit(message)  # counted as accepted once written
+            event = self._dated_event(message)
+            if event is not None:
+                self._batcher.submit(event)  # counted as accepted once written
             return None
         if not isinstance(message, (ReportedState, Status)):
             return None
         return message, channel, device_id
 
-    def _within_rate(self, device_id: str) -> bool:
-        """Whether one more sample of ``device_id`` is within its rate bound (else refused)."""
+    def _within_rate(self, device_id: str, channel: Channel) -> bool:
+        """Whether one more sample or event (one bucket) of ``device_id`` is within its rate."""
         with self._lock:
             if self._guard.take(device_id, time.monotonic()):
                 return True
-        self._guarded(device_id, Outcome.OVER_RATE, None)
+        self._guarded(device_id, Outcome.OVER_RATE, None, channel)
         return False
+
+    def _dated_event(self, message: Event) -> Event | None:
+        """An event under the samples' time rules: re-dated to now (its own time kept in
+        ``data["device_ts"]``) when dated too far ahead, refused when older than retention
+        (events are pruned with the rollups)."""
+        received = self._clock()
+        with self._lock:
+            outcome = self._guard.judge(message.ts, received)
+        if outcome is Outcome.STORE:
+            return message
+        self._guarded(message.device_id, outcome, message.ts, Channel.EVENTS)
+        return redated_event(message, received) if outcome is Outcome.REDATED else None
 
     def _dated(self, message: Telemetry) -> Telemetry | None:
         """``message`` as stored: re-dated to now when dated too far ahead, None (refused) when
@@ -239,13 +260,19 @@ class Ingest:
         self._guarded(message.device_id, outcome, message.ts)
         return redated_sample(message, received) if outcome is Outcome.REDATED else None
 
-    def _guarded(self, device_id: str, outcome: Outcome, ts: datetime | None) -> None:
+    def _guarded(
+        self,
+        device_id: str,
+        outcome: Outcome,
+        ts: datetime | None,
+        channel: Channel = Channel.TELEMETRY,
+    ) -> None:
         """Count (a refusal as a rejection) and log, at most once a minute per device."""
         with self._lock:
             if outcome is not Outcome.REDATED:
-                self._rejected[Channel.TELEMETRY.value] += 1
+                self._rejected[channel.value] += 1
                 why = guard_refusal(outcome, self._guard.limits, self._guard.keep_s, ts)
-                self._last_rejection = f"rejected telemetry from {device_id}: {why}"
+                self._last_rejection = f"rejected {channel.value} from {device_id}: {why}"
             line = self._guard.note(device_id, outcome, time.monotonic(), ts)
         if line is not None:
             logger.warning("%s", line)

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from controller.db.telemetry_rows import RedatedTelemetry, aware
-from shared.messages import Telemetry
+from shared.messages import Event, Telemetry
 
 MAX_FUTURE_SKEW_S = 300.0
 """How far ahead of the controller's clock a sample may be dated and still be stored as dated."""
@@ -133,6 +133,13 @@ def redated(message: Telemetry, received: datetime) -> RedatedTelemetry:
     return RedatedTelemetry.model_validate(
         {**message.__dict__, "ts": received, "device_ts": aware(message.ts)}
     )
+
+
+def redated_event(message: Event, received: datetime) -> Event:
+    """``message`` dated ``received``, its own time kept in ``data["device_ts"]``. Events pass
+    the same rules as samples (and spend the same bucket); they are pruned with the rollups."""
+    data = {**message.data, "device_ts": aware(message.ts).isoformat()}
+    return message.model_copy(update={"ts": received, "data": data})
 
 
 class _Bucket:

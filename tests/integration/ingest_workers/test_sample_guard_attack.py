@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select
 
+from controller.db.schema import EventRecord
 from controller.db.session import make_engine
 from controller.db.telemetry_rows import ROLLUP_ROWS, SAMPLES
 from controller.db.telemetry_store import Retention
@@ -22,7 +23,7 @@ from controller.ingest.sample_guard import BURST, MAX_FUTURE_SKEW_S, RATE_PER_S,
 from controller.server import Controller
 from controller.settings import Settings
 from shared.codec import encode
-from shared.messages import Telemetry
+from shared.messages import Event, Telemetry
 from shared.topics import Channel, Topics
 from tests.integration.controller.conftest import MqttPeer, api_client, poll, start_controller
 
@@ -218,3 +219,48 @@ def test_the_probe_against_two_ingest_workers(
         run_the_probe(controller, agent, prefix, engine)
     finally:
         controller.stop()
+
+
+def event(device_id: str, n: int, ts: datetime) -> Event:
+    return Event(device_id=device_id, event_id=f"e-{n}", ts=ts, kind="build_started", slot="m")
+
+
+def test_events_pass_the_same_rules_and_are_pruned_with_the_rollups(
+    mosquitto: str, sqlite_url: str, tmp_path: Path, prefix: str, agent: MqttPeer
+) -> None:
+    """The guard's helper found the same hole in the events channel: no rate, no time check,
+    and events were never pruned. Events share the device's bucket with its samples."""
+    topics = Topics(prefix)
+    now = datetime.now(timezone.utc)
+    attack = [event(EVIL, n, FUTURE) for n in range(FUTURE_N)]
+    attack += [event(EVIL, FUTURE_N + n, now) for n in range(FLOOD_N)]
+    controller = start_controller(settings(sqlite_url, mosquitto, tmp_path, prefix, workers=0))
+    engine = make_engine(sqlite_url)
+    try:
+        began = time.monotonic()
+        publish_many(agent, [(topics.device(EVIL, Channel.EVENTS), encode(e)) for e in attack])
+        with api_client(controller) as api:
+            poll(
+                lambda: (
+                    (s := api.get("/api/v1/ingest").json())["accepted"] + s["rejected"]
+                    == len(attack)
+                ),
+                120,
+                "every event stored or refused",
+            )
+            stored = api.get(f"/api/v1/devices/{EVIL}/events", params={"limit": 10_000}).json()
+        took = time.monotonic() - began
+        assert len(stored) <= BURST + RATE_PER_S * took + 2
+        latest_allowed = datetime.now(timezone.utc) + timedelta(seconds=MAX_FUTURE_SKEW_S)
+        assert max(datetime.fromisoformat(e["ts"]) for e in stored) <= latest_allowed
+        services = controller.services
+        assert services is not None
+        assert services.telemetry is not None
+        keep = Retention()
+        services.telemetry.prune(now + timedelta(seconds=keep.rollup_s + 3600), keep)
+        with engine.connect() as conn:
+            left = conn.execute(select(func.count()).select_from(EventRecord)).scalar_one()
+        assert left == 0
+    finally:
+        controller.stop()
+        engine.dispose()
