@@ -82,5 +82,13 @@ class StorageError(ControllerError):
     or answered what it should not (HTTP 503 while serving; one line at start)."""
 
 
+class QuotaExceeded(ControllerError):
+    """A device passed its upload quota (429; ``retry_after_s``: when room frees up)."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class ShuttingDown(ControllerError):
     """The controller is stopping and dropped work in progress (503: send the request again)."""

@@ -8,7 +8,7 @@ validation, FastAPI's ``HTTPValidationError`` (the same ``detail`` key holding a
 :data:`ROUTE_ERRORS` is the table, kept by hand next to the routes: per operation, the error
 statuses its route and the services it calls raise (``NotFound`` 404, ``Conflict`` 409,
 ``InvalidInput`` 400, ``InvalidReference``/``TooManyNodes`` 422, ``UploadTooLarge`` 413,
-``RangeNotSatisfiable`` 416, see ``_STATUS`` in :mod:`.app`). :func:`answers_of` adds what
+``RangeNotSatisfiable`` 416, see ``STATUS`` in :mod:`.error_status`). :func:`answers_of` adds what
 follows from the rules every route shares: 401/403 unless the auth policy makes the route public,
 413 where a device token's body is read to check its device, 422 where FastAPI validates
 parameters or a body, and 503 everywhere (database, broker, stopping). A new route without a row
@@ -61,7 +61,7 @@ ROUTE_ERRORS: Mapping[tuple[str, str], frozenset[int]] = {
         (_D, f"{_V1}/configs/{{name}}", (400, 404)),
         (_G, f"{_V1}/configs/{{name}}/resolve", (400, 404)),
         (_G, f"{_V1}/devices/{{device_id}}/resolve", (400, 404)),
-        (_P, f"{_V1}/artifacts", (400, 413)),
+        (_P, f"{_V1}/artifacts", (400, 413, 429)),
         (_G, f"{_V1}/artifacts/{{sha256}}", (400, 404, 416)),
         (_H, f"{_V1}/artifacts/{{sha256}}", (400, 404, 416)),
         # engines (routes_engines.py)
@@ -116,7 +116,8 @@ DESCRIPTIONS: Mapping[int, str] = {
     413: "The request body is larger than this controller accepts.",
     416: "The byte range lies outside the artifact (`Content-Range: bytes */<size>`).",
     422: "The request fails validation, or its content does not fit the model.",
-    429: "Too many attempts from this address; retry after `Retry-After` seconds.",
+    429: "Too many attempts from this address, or a device past its upload quota; retry after "
+    "`Retry-After` seconds.",
     503: "The database, MQTT broker or object store is unavailable, or the controller is "
     "stopping; retry.",
 }

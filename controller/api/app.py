@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, FastAPI, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
+from fastapi.responses import RedirectResponse, StreamingResponse
 
 from controller.analysis.report import AnalysisReport
 from controller.api.answers import (
@@ -27,7 +27,8 @@ from controller.api.convert import (
     telemetry_out,
     version_out,
 )
-from controller.api.error_bodies import clip_echoes, validation_error_response
+from controller.api.error_bodies import validation_error_response
+from controller.api.error_status import controller_error_response
 from controller.api.routes_engines import engines_router
 from controller.api.routes_enrol import enrol_router
 from controller.api.routes_health import health_router
@@ -57,22 +58,13 @@ from controller.api.warmup_params import (
     warmup_given,
 )
 from controller.artifacts.byte_range import plan_range
-from controller.artifacts.store import UploadTooLarge, check_upload_size
+from controller.artifacts.store import check_upload_size
 from controller.auth.install import install_auth
+from controller.auth.routes import principal_of
 from controller.dashboard.login import login_router
 from controller.errors import (
-    BusError,
-    Conflict,
     ControllerError,
-    DatabaseError,
-    Forbidden,
     InvalidInput,
-    InvalidReference,
-    NotFound,
-    RangeNotSatisfiable,
-    ShuttingDown,
-    StorageError,
-    TooManyNodes,
 )
 from controller.services import Services
 from controller.trust.labels import check_labels
@@ -80,35 +72,12 @@ from shared.engines import ArtifactOut
 from shared.messages import ArtifactRef
 from shared.topics import TopicError, check_device_id
 
-_STATUS: list[tuple[type[ControllerError], int]] = [
-    (UploadTooLarge, 413),
-    (InvalidReference, 422),
-    (TooManyNodes, 422),
-    (InvalidInput, 400),
-    (Forbidden, 403),
-    (NotFound, 404),
-    (Conflict, 409),
-    (RangeNotSatisfiable, 416),
-    (DatabaseError, 503),
-    (BusError, 503),
-    (StorageError, 503),
-    (ShuttingDown, 503),
-]
-
 
 def create_app(services: Services) -> FastAPI:
     """The FastAPI app serving ``/healthz`` and ``/api/v1`` over ``services``."""
     app = FastAPI(title="Jetfleet controller", version="1")
 
-    @app.exception_handler(ControllerError)
-    async def _controller_error(_request: Request, exc: Exception) -> Response:
-        status = next((code for kind, code in _STATUS if isinstance(exc, kind)), 500)
-        headers = {}
-        if isinstance(exc, RangeNotSatisfiable):
-            headers["Content-Range"] = f"bytes */{exc.size}"
-        detail = str(exc) if status >= 500 else clip_echoes(str(exc))
-        return JSONResponse({"detail": detail}, status_code=status, headers=headers)
-
+    app.add_exception_handler(ControllerError, controller_error_response)
     app.add_exception_handler(RequestValidationError, validation_error_response)
 
     @app.get("/healthz")
@@ -327,7 +296,8 @@ def _artifacts(services: Services) -> APIRouter:
         """Store the raw request body (an engine, a calibration cache) content-addressed."""
         engines = services.engines
         _refuse_declared_oversize(request, services.store.max_upload_bytes)
-        pending = await run_in_threadpool(engines.begin_upload)
+        device = principal_of(request).device_id
+        pending = await run_in_threadpool(engines.begin_upload, device)
         try:
             async for chunk in request.stream():
                 if chunk:

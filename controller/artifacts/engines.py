@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from controller.artifacts.device_quota import DeviceUploadQuota
 from controller.artifacts.store import ArtifactStore, PendingArtifact
 from controller.db.engine_store import EngineStoreDb, StoredEngine
 from controller.db.schema import utcnow
@@ -98,12 +99,17 @@ class EngineStore:
         self._store = store
         self._clock = clock
         self._signer = signer
+        self.quota = DeviceUploadQuota()
 
     # --- artifacts -------------------------------------------------------------------------
 
-    def begin_upload(self) -> PendingArtifact:
-        """A temporary file in the store to stream an artifact upload into."""
-        return self._store.begin()
+    def begin_upload(self, device_id: str | None = None) -> PendingArtifact:
+        """A temporary file in the store to stream an artifact upload into; a device's upload
+        is counted against its quota as it arrives (:mod:`controller.artifacts.device_quota`)."""
+        pending = self._store.begin()
+        if device_id is not None:
+            pending.on_write = lambda size: self.quota.charge(device_id, size)
+        return pending
 
     def finish_upload(
         self, pending: PendingArtifact, expected_sha256: str | None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -72,10 +72,15 @@ class PendingArtifact:
         self._hash = hashlib.sha256()
         self.size = 0
         self._closed = False
+        self.on_write: Callable[[int], None] | None = None
+        """Called with each chunk's size before it is written (a device's quota); raises to
+        refuse it."""
 
     def write(self, chunk: bytes) -> None:
         """Append ``chunk`` to the upload; :class:`UploadTooLarge` past the store's bound."""
         check_upload_size(self.size + len(chunk), self._store.max_upload_bytes)
+        if self.on_write is not None:
+            self.on_write(len(chunk))
         self._file.write(chunk)
         self._hash.update(chunk)
         self.size += len(chunk)

@@ -6,6 +6,7 @@ whole /24 and ``0.0.0.0/0`` accepted."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import httpx
@@ -70,3 +71,24 @@ def test_a_trusted_proxy_is_taken_as_written_or_refused(given: str, says: str) -
     refused = CliRunner().invoke(cli, ["serve", "--trusted-proxy", given])
     assert refused.exit_code != 0
     assert says in refused.output
+
+
+def test_a_devices_uploads_are_bounded_by_its_quota_and_nothing_past_it_is_stored(
+    controller: Controller, api: httpx.Client
+) -> None:
+    """Device artifact uploads had no quota: one gateway credential could fill the store."""
+    services = controller.services
+    assert services is not None
+    services.engines.quota.bytes_per_window = 300_000  # the test's quota; 8 GiB by default
+    token = new_token(controller, "gw-q", "device", device_id="gw-q")
+    chunks = [bytes([n]) * 100_000 for n in range(4)]
+    with httpx.Client(base_url=controller.http_url, headers=bearer(token), timeout=30) as device:
+        answers = [device.post("/api/v1/artifacts", content=c) for c in chunks]
+
+    assert [a.status_code for a in answers] == [201, 201, 201, 429]
+    refused = answers[-1]
+    assert "would pass its quota of 300,000 bytes" in refused.json()["detail"]
+    assert int(refused.headers["Retry-After"]) > 0
+    sha = hashlib.sha256(chunks[-1]).hexdigest()
+    assert api.head(f"/api/v1/artifacts/{sha}").status_code == 404
+    assert api.post("/api/v1/artifacts", content=chunks[-1]).status_code == 201  # operators
