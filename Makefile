@@ -1,10 +1,11 @@
-# Two commands for a fresh machine: `make demo` and `make test`. Everything else is a helper.
+# Two commands for a fresh machine: `make demo` and `make test`; `make check` is the fast loop
+# (lint, types, import contracts, unit and API-conformance tests: no services, a few minutes).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint format services deb bench clean
+.PHONY: demo check test lint format services deb bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +26,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy shared agent controller
 	$(BIN)/lint-imports
+
+# No broker, database or browser: what a change gets checked by first.
+check: lint
+	$(BIN)/python -m pytest -q tests/unit tests/tensorrt_api $(PYTEST_ARGS)
 
 test: lint services
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
