@@ -139,7 +139,7 @@ class Catalog:
         if not is_archive(head):
             return sha
         try:
-            model = inline_archive(pending.path.read_bytes(), self._store.max_upload_bytes)
+            model = inline_archive(pending.path, self._store.max_upload_bytes)
         except ArchiveError as exc:
             raise InvalidModel(f"archive refused: {exc}") from exc
         return pending.replace(model)
