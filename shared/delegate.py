@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Precision = Literal["fp32", "fp16", "int8", "best"]
 Runtime = Literal["auto", "onnxruntime", "tensorrt"]
+Fallback = Literal["onnxruntime", "none"]
 Preference = Literal["sustained_throughput", "lowest_latency"]
 OrtProvider = Literal["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
 OrtOptLevel = Literal["disable", "basic", "extended", "all"]
@@ -89,6 +90,13 @@ class DelegateConfig(_Frozen):
     )
     gpu_fallback: bool = Field(
         default=True, description="Run layers the DLA cannot run on the GPU instead of failing."
+    )
+    fallback: Fallback = Field(
+        default="onnxruntime",
+        description="When TensorRT cannot build, load or validate a version for reasons of the "
+        "model (its parser refuses it, the build child dies, no execution context, outputs "
+        "off the reference): onnxruntime = serve it on ONNX Runtime and say why; none = fail "
+        "the slot (for models that must run on TensorRT or not at all).",
     )
     workspace_mib: int | None = Field(
         default=None, gt=0, description="Builder workspace pool limit in MiB; None = default."
@@ -167,9 +175,9 @@ BUILD_FIELDS = (
     "calibration_cache_sha256",
     "onnxruntime",
 )
-"""Fields that change the built engine. The rest (streams, timing cache, power mode, clocks,
-preference, batching) change how an engine is run or tuned, not what it is: see
-shared.engine_keys."""
+"""Fields that change the built engine. The rest (streams, timing cache, power mode, clocks, the
+TensorRT fallback, preference, batching) change how an engine is run or tuned, or what a device
+does when it cannot build one, not what it is: see shared.engine_keys."""
 BUILD_FIELDS_IF_SET = ("tf32", "refittable", "disabled_tactic_sources")
 """Fields that change the built engine, added after engine keys were in the field: they enter the
 key only when set away from their default, so every engine built before they existed keeps its

@@ -246,6 +246,13 @@ class SlotStatus(WireModel):
         default=None, description="False while serving an engine tuned under another power mode."
     )
     last_error: str | None = None
+    fallback_reason: str | None = Field(
+        default=None,
+        description="Why this slot serves on ONNX Runtime although the device runs TensorRT: "
+        "TensorRT's own words when it could not build, load or validate the version (issue "
+        "30). None while TensorRT serves it, or on an ONNX Runtime device. Added within "
+        "jetfleet/reported/1: older reports lack it.",
+    )
     updated_at: datetime
 
 
@@ -384,6 +391,7 @@ EventKind = Literal[
     "build_progress",
     "build_done",
     "build_failed",
+    "fallback",
     "swap",
     "rollback",
     "error",

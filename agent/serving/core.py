@@ -75,6 +75,10 @@ class ServedModel:
     model: LoadedModel
     max_queue: int = 64
     engine_key: str | None = None
+    runtime: str | None = None
+    """The runtime serving it (``onnxruntime``, ``tensorrt``), for /metrics; None: unknown."""
+    fallback: bool = False
+    """ONNX Runtime serves it because TensorRT could not (:mod:`agent.slots.fallback`)."""
     _inflight: int = 0
     _retired: bool = False
     _closed: bool = False

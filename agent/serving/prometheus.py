@@ -142,12 +142,22 @@ class PromMetrics:
         )
         active = [
             "jetfleet_active_engine"
-            + _labels(model=e.name, version=e.version, engine_key=e.engine_key or "")
+            + _labels(
+                model=e.name,
+                version=e.version,
+                engine_key=e.engine_key or "",
+                runtime=e.runtime or "",
+                fallback="true" if e.fallback else "false",
+            )
             + " 1"
             for e in sorted(self._registry_active(), key=lambda e: e.name)
         ]
         family(
-            "jetfleet_active_engine", "gauge", "The engine serving each model (value 1).", active
+            "jetfleet_active_engine",
+            "gauge",
+            "The engine serving each model (value 1); fallback=true: ONNX Runtime serves it "
+            "because TensorRT could not.",
+            active,
         )
         swaps = self._swaps
         if swaps is not None:

@@ -18,6 +18,7 @@ from agent.engines.cache import EngineCache
 from agent.engines.identity import tuning_tag
 from agent.engines.resolver import EngineResolver
 from agent.engines.store_client import StoreClient
+from agent.hardware.runtime_kinds import ONNXRUNTIME
 from agent.link.downloader import Downloader
 from agent.link.http import controller_tls
 from agent.runtimes.base import ModelLoader
@@ -39,7 +40,7 @@ from agent.slots.stages import (
 from agent.swap.budget import MemoryBudget
 from agent.swap.hotswap import HotSwapper
 from agent.swap.journal import SwapJournal
-from agent.swap.loaders import slot_loader
+from agent.swap.loaders import loader_for, slot_loader
 from agent.trust.verifier import ArtifactVerifier
 
 
@@ -56,6 +57,8 @@ class SlotParts:
     runtime: str
     loader: ModelLoader
     power: PowerModes
+    fallback_loader: ModelLoader | None = None
+    """ONNX Runtime's loader on a TensorRT device: slots that fell back are restored with it."""
 
     def restore(self) -> None:
         """Serve what the swap journal names (start-up, before the broker answers)."""
@@ -66,6 +69,7 @@ class SlotParts:
             self.runtime,
             self.loader,
             tuning_tag(self.power.facts),
+            fallback_loader=self.fallback_loader,
         )
 
     def close(self) -> None:
@@ -130,14 +134,26 @@ def assemble_slots(
         cancelled=supervising,
         verify=verifier.check_engine,
     )
+    swap_mode = settings.swap_mode
     load_for = functools.partial(
         slot_loader,
         runtime=runtime,
-        swap_mode=settings.swap_mode,
+        swap_mode=swap_mode,
         fallback=loader,
         custom=custom_loader,
         engine_cache_dir=state_dir / "ort-trt",  # ONNX Runtime's TensorRT EP keeps its builds
     )
+    fallback = None
+    fallback_loader = None
+    if runtime != ONNXRUNTIME.name:  # slots TensorRT cannot serve go to ONNX Runtime
+        fallback_loader = loader if custom_loader else loader_for(ONNXRUNTIME.name, swap_mode)
+        ort_load_for = functools.partial(
+            load_for, runtime=ONNXRUNTIME.name, fallback=fallback_loader
+        )
+        fallback = (
+            ResolveEngine(resolver, power, ONNXRUNTIME.name, state_dir),
+            SwapIn(swapper, engines, verifier, ONNXRUNTIME.name, state_dir, ort_load_for),
+        )
     stages = Stages(
         verify=VerifyModel(verifier),
         download=DownloadModel(downloader, on_progress=supervising),
@@ -145,6 +161,19 @@ def assemble_slots(
         resolve=ResolveEngine(resolver, power, runtime, state_dir),
         reference=FetchReference(downloader, on_progress=supervising),
         swap=SwapIn(swapper, engines, verifier, runtime, state_dir, load_for),
+        runtime=runtime,
+        fallback=fallback,
     )
     pipeline = SlotPipeline(table, stages, emit=emit, report=report, stopping=stopping)
-    return SlotParts(table, swapper, engines, pipeline, downloader, store, runtime, loader, power)
+    return SlotParts(
+        table,
+        swapper,
+        engines,
+        pipeline,
+        downloader,
+        store,
+        runtime,
+        loader,
+        power,
+        fallback_loader,
+    )

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 from agent.engines.resolver import Resolved
 from agent.errors import AgentError, PermanentError, StateDirError
 from agent.serving.core import ServedModel
+from agent.slots.fallback import fallback_reason
 from agent.slots.plan import Download, Load, Step, Unload
 from agent.slots.records import SlotRecord, SlotTable
 from agent.swap.validation import Reference
@@ -68,6 +69,10 @@ class SlotRun:
         self.retune = retune
         self.engine: Resolved | None = None
         self.reference: Reference | None = None
+        self.fallback_reason: str | None = None
+        """Set when TensorRT failed and ONNX Runtime serves the version instead."""
+        self.stage = ""
+        """The name of the stage running (or that failed)."""
         self._pipeline = pipeline
 
     @property
@@ -122,6 +127,11 @@ class Stages:
     resolve: Stage
     reference: Stage
     swap: SwapStage
+    runtime: str = "onnxruntime"
+    """The runtime ``resolve`` and ``swap`` serve with (the agent's)."""
+    fallback: tuple[Stage, SwapStage] | None = None
+    """ONNX Runtime's resolve and swap, where a slot TensorRT cannot serve falls back to
+    (:mod:`agent.slots.fallback`); None on an ONNX Runtime device."""
 
 
 class SlotPipeline:
@@ -168,10 +178,13 @@ class SlotPipeline:
         stages = self._download if isinstance(step, Download) else self._load
         try:
             try:
-                for stage in stages:
-                    if stage.phase is not None:
-                        self.set_phase(step.slot.name, stage.phase)
-                    stage.run(run)
+                try:
+                    self._run_stages(run, stages)
+                except AgentError as exc:
+                    reason = self._fallback_for(step, run, exc)
+                    if reason is None:
+                        raise
+                    self._fall_back(run, reason)
             except OSError as exc:
                 if exc.errno not in _NO_ROOM:
                     raise
@@ -189,6 +202,42 @@ class SlotPipeline:
             self._fail(step.slot, exc, kind)
             return False
         return True
+
+    def _run_stages(self, run: SlotRun, stages: Iterable[Stage]) -> None:
+        for stage in stages:
+            run.stage = stage.name
+            if stage.phase is not None:
+                self.set_phase(run.slot.name, stage.phase)
+            stage.run(run)
+
+    def _fallback_for(self, step: Download | Load, run: SlotRun, exc: AgentError) -> str | None:
+        """Why ``run``'s slot falls back to ONNX Runtime after ``exc`` (None: it fails)."""
+        if isinstance(step, Download) or step.retune or self.stages.fallback is None:
+            return None
+        if run.stage not in ("resolve", "swap"):
+            return None
+        return fallback_reason(exc, run.slot.delegate, self.stages.runtime)
+
+    def _fall_back(self, run: SlotRun, reason: str) -> None:
+        """Serve ``run``'s version on ONNX Runtime; its failures fail the slot as usual."""
+        assert self.stages.fallback is not None
+        slot = run.slot
+        log.warning(
+            "slot %s version %s: TensorRT cannot serve it (%s); serving it on ONNX Runtime",
+            slot.name,
+            slot.version,
+            reason,
+        )
+        self.emit(
+            "fallback",
+            slot.name,
+            f"{slot.name} {slot.version} falls back to ONNX Runtime: {reason}",
+            version=slot.version,
+            reason=reason,
+        )
+        run.fallback_reason, run.engine = reason, None
+        resolve, swap = self.stages.fallback
+        self._run_stages(run, (resolve, self.stages.reference, swap))
 
     def _unload(self, name: str) -> None:
         self.table.remove(name)

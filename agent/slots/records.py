@@ -42,6 +42,8 @@ class SlotRecord:
     engine: Resolved | None = None
     runtime: str | None = None
     retune_failed: bool = False
+    fallback_reason: str | None = None
+    """Why the slot serves on ONNX Runtime on a TensorRT device (:mod:`agent.slots.fallback`)."""
 
     def status(self) -> SlotStatus:
         engine = self.engine
@@ -56,6 +58,7 @@ class SlotRecord:
             tuning_tag=engine.manifest.tuning.label() if engine else None,
             tuning_matches=engine.tuning_matches if engine else None,
             last_error=self.last_error,
+            fallback_reason=self.fallback_reason if engine else None,
             updated_at=self.updated_at,
         )
 

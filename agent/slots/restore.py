@@ -14,6 +14,7 @@ from agent.engines.cache import EngineCache
 from agent.engines.identity import tuning_matches
 from agent.engines.resolver import Resolved
 from agent.errors import AgentError
+from agent.hardware.runtime_kinds import ONNXRUNTIME
 from agent.runtimes.base import ModelLoader
 from agent.slots.records import SlotRecord, SlotTable
 from agent.swap.admission import need_of
@@ -31,15 +32,27 @@ def restore_from_journal(
     runtime: str,
     loader: ModelLoader,
     tuning: TuningTag,
+    *,
+    fallback_loader: ModelLoader | None = None,
 ) -> None:
     """Load each journaled model of ``runtime`` with ``loader``; a record per model served.
+    On a TensorRT device, a model that had fallen back to ONNX Runtime (its pointer says why)
+    is loaded with ``fallback_loader``: it is not built for TensorRT again at every start.
 
     ``tuning`` is the device's tuning tag now: a restored engine reports whether it matches.
     """
     for name, pointers in swapper.journal.models().items():
         for pointer in (pointers.active, pointers.rollback):
-            if pointer is None or pointer.runtime != runtime:
+            if pointer is None:
                 continue
+            fell_back = (
+                fallback_loader is not None
+                and pointer.runtime == ONNXRUNTIME.name != runtime
+                and pointer.fallback_reason is not None
+            )
+            if pointer.runtime != runtime and not fell_back:
+                continue
+            load = fallback_loader if fell_back and fallback_loader is not None else loader
             path = Path(pointer.engine_path)
             if not path.is_file():
                 continue
@@ -47,7 +60,7 @@ def restore_from_journal(
                 name=name,
                 version=pointer.version,
                 sha256=pointer.sha256,
-                load=lambda p=path, ld=loader: ld(p, intra_op_threads=1),  # type: ignore[misc]
+                load=lambda p=path, ld=load: ld(p, intra_op_threads=1),  # type: ignore[misc]
                 need=need_of(path.stat().st_size),
                 pointer=pointer,
             )
@@ -71,7 +84,8 @@ def restore_from_journal(
                     pointer.sha256,
                     phase=SlotPhase.SERVING,
                     engine=engine,
-                    runtime=runtime,
+                    runtime=pointer.runtime,
+                    fallback_reason=pointer.fallback_reason if fell_back else None,
                 )
             )
             log.info("journal: serving %s %s again", name, pointer.version)

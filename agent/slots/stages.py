@@ -195,7 +195,12 @@ class SwapIn:
             load=self._load_for(engine.path, slot, engine_key=engine.key),
             need=need_of(size, runtime_kind(self._runtime).activation_estimate(size)),
             pointer=Pointer(
-                slot.version, slot.artifact.sha256, str(engine.path), engine.key, self._runtime
+                slot.version,
+                slot.artifact.sha256,
+                str(engine.path),
+                engine.key,
+                self._runtime,
+                run.fallback_reason,
             ),
             reference=run.reference,
             precision=str(slot.delegate.precision),
@@ -217,6 +222,7 @@ class SwapIn:
             active_sha256=slot.artifact.sha256,
             last_error=None,
             retry=False,
+            fallback_reason=run.fallback_reason,
         )
         run.phase(SlotPhase.SERVING)
         run.emit(

@@ -144,7 +144,14 @@ class HotSwapper:
 
     def _entry(self, c: Candidate, model: LoadedModel, reservation: Reservation) -> ServedModel:
         entry = ServedModel(
-            c.name, c.version, c.sha256, model, c.max_queue, engine_key=c.pointer.engine_key
+            c.name,
+            c.version,
+            c.sha256,
+            model,
+            c.max_queue,
+            engine_key=c.pointer.engine_key,
+            runtime=c.pointer.runtime,
+            fallback=c.pointer.fallback_reason is not None,
         )
         self._held[id(entry)] = reservation
         reservation.loaded()
@@ -289,7 +296,14 @@ class HotSwapper:
                 reservation.release()
             raise
         entry = ServedModel(
-            old.name, old.version, old.sha256, model, old.max_queue, engine_key=old.engine_key
+            old.name,
+            old.version,
+            old.sha256,
+            model,
+            old.max_queue,
+            engine_key=old.engine_key,
+            runtime=old.runtime,
+            fallback=old.fallback,
         )
         if reservation is not None:
             self._held[id(entry)] = reservation

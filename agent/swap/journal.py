@@ -35,6 +35,9 @@ class Pointer:
     engine_path: str
     engine_key: str | None = None
     runtime: str = ONNXRUNTIME.name
+    fallback_reason: str | None = None
+    """Why this ONNX Runtime engine serves on a TensorRT device (:mod:`agent.slots.fallback`):
+    restored as such after a restart instead of building TensorRT again."""
 
 
 @dataclass(frozen=True)

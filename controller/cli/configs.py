@@ -93,6 +93,12 @@ def configs() -> None:
 @click.option("--precision", type=click.Choice(PRECISIONS))
 @click.option("--dla-core", type=click.IntRange(min=0), help="DLA core to run on.")
 @click.option("--no-gpu-fallback", is_flag=True, help="Fail layers the DLA cannot run.")
+@click.option(
+    "--fallback",
+    type=click.Choice(["onnxruntime", "none"]),
+    help="What a device does with a version TensorRT cannot serve: onnxruntime (default: serve "
+    "it on ONNX Runtime, saying why) or none (fail the slot).",
+)
 @click.option("--workspace-mib", type=click.IntRange(min=1))
 @click.option("--opt-level", type=click.IntRange(0, 5), help="Builder optimisation level.")
 @click.option("--shape", "shapes", multiple=True, help="INPUT:MIN:OPT:MAX, dims 1x3x224x224.")
@@ -115,6 +121,7 @@ def configs_set(
     precision: str | None,
     dla_core: int | None,
     no_gpu_fallback: bool,
+    fallback: str | None,
     workspace_mib: int | None,
     opt_level: int | None,
     shapes: tuple[str, ...],
@@ -137,6 +144,7 @@ def configs_set(
         "precision": precision,
         "dla_core": dla_core,
         "gpu_fallback": False if no_gpu_fallback else None,
+        "fallback": fallback,
         "workspace_mib": workspace_mib,
         "builder_optimization_level": opt_level,
         "shapes": [parse_shape(s) for s in shapes] or None,

@@ -20,8 +20,17 @@ def _slot_summary(device: dict[str, Any]) -> str:
     parts = []
     for s in device["reported"]:
         version = s.get("active_version") or s.get("desired_version") or "?"
-        parts.append(f"{s['name']}:{version}({s['phase']})")
+        fell_back = ", onnxruntime fallback" if s.get("fallback_reason") else ""
+        parts.append(f"{s['name']}:{version}({s['phase']}{fell_back})")
     return " ".join(parts) or "-"
+
+
+def _runtime(reported: dict[str, Any]) -> str | None:
+    """``tensorrt``, ``onnxruntime``, or ``onnxruntime (fallback: <TensorRT's words>)``."""
+    runtime, reason = reported.get("runtime"), reported.get("fallback_reason")
+    if not reason:
+        return runtime if isinstance(runtime, str) else None
+    return f"{runtime} (fallback: {str(reason)[:80]})"
 
 
 def _profile(device: dict[str, Any]) -> str | None:
@@ -154,7 +163,7 @@ def slot_rows(device: dict[str, Any]) -> list[tuple[object, ...]]:
                 r.get("active_version"),
                 r.get("phase"),
                 want.get("config") or ("(default)" if want else None),
-                r.get("runtime"),
+                _runtime(r),
                 key[:12] if isinstance(key, str) else None,
                 _tuning(r),
                 _SOURCES.get(r.get("engine_source") or ""),

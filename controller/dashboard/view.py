@@ -115,7 +115,11 @@ class FleetView:
                 "version": s.active_version,
                 "phase": s.phase.value,
                 "engine_key": s.engine_key,
-                "runtime": s.runtime,
+                "runtime": (
+                    f"{s.runtime} (fallback: {s.fallback_reason})"
+                    if s.fallback_reason
+                    else s.runtime
+                ),
             }
             for s in device.reported
         ]

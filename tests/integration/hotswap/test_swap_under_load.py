@@ -109,7 +109,10 @@ def test_warm_swaps_under_load_fail_no_request_and_leave_other_models_alone(rig:
     assert rig.swapper.stats.total["classifier"] == 21
     metrics = httpx.get(f"{rig.url}/metrics").text
     assert 'jetfleet_swaps_total{model="classifier"} 21' in metrics
-    assert 'jetfleet_active_engine{model="anomaly",version="1",engine_key=""} 1' in metrics
+    assert (
+        'jetfleet_active_engine{model="anomaly",version="1",engine_key="",runtime="onnxruntime",'
+        'fallback="false"} 1'
+    ) in metrics
     assert 'jetfleet_swap_memory_bytes{model="classifier",when="after",kind="rss"}' in metrics
 
 

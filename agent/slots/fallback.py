@@ -1,0 +1,71 @@
+"""Whether a slot that TensorRT could not serve falls back to ONNX Runtime, and why (pure).
+
+Every model serves (issue 30): a version TensorRT cannot build, load, create an execution
+context for, or validate against its reference outputs is served by ONNX Runtime on the same
+device instead of failing the slot, and the slot says so (``runtime: onnxruntime``,
+``fallback_reason`` in TensorRT's own words, a ``fallback`` event). The slot pipeline asks
+:func:`fallback_reason` when the TensorRT path of a load failed
+(:meth:`agent.slots.pipeline.SlotPipeline`).
+
+Falls back (permanent for this version and config, whatever the reason is):
+
+- a build that failed: the parser refused the model, a layer is unsupported, the build child died
+  by a signal (SIGSEGV, SIGABRT), the build ran past ``build_timeout_s`` (a stuck build must not
+  hold a slot for ever), TensorRT cannot be used here at all (no interpreter imports it);
+- a load that failed: the plan does not deserialise, no execution context, a warm-up inference
+  that fails or outputs off the reference (:class:`agent.swap.hotswap.ValidationFailed`).
+
+Does not fall back (the slot fails and is retried, or waits, as before):
+
+- transient errors (network, broker, a full state directory);
+- memory: admission refused the engine, or a message of TensorRT or the system says memory ran
+  out (``out of memory``, ``bad_alloc``, a build child SIGKILLed by the kernel's OOM killer):
+  ONNX Runtime would need the memory too, and the device may have it later;
+- a build cancelled because the agent is stopping; a version refused by the trust checks;
+- ``fallback: none`` in the slot's delegate config, or a device whose runtime is ONNX Runtime.
+"""
+
+from __future__ import annotations
+
+from agent.engines.build_runner import BuildFailed
+from agent.errors import AgentError, ModelLoadError, TransientError
+from agent.swap.hotswap import AdmissionRefused
+from shared.delegate import DelegateConfig
+
+MEMORY_WORDS = (
+    "out of memory",
+    "outofmemory",
+    "bad_alloc",
+    "cannot allocate memory",
+    "no space left on device",
+    "exited -9",
+)
+"""Words of a failure that was about memory or space, not the model (lower case)."""
+NOT_THE_MODEL = ("cancelled", "agent is stopping")
+REASON_CHARS = 400
+"""Longest reason a slot reports (TensorRT's messages can run to kilobytes)."""
+
+
+def fallback_reason(exc: AgentError, config: DelegateConfig, runtime: str) -> str | None:
+    """Why the slot serves on ONNX Runtime instead (None: it does not fall back, ``exc``
+    fails it as before). ``runtime`` is the runtime whose load failed."""
+    if runtime != "tensorrt" or config.fallback != "onnxruntime":
+        return None
+    if isinstance(exc, (TransientError, AdmissionRefused)):
+        return None
+    if not isinstance(exc, (BuildFailed, ModelLoadError)):
+        return None
+    text = _words(exc)
+    lowered = text.lower()
+    if any(word in lowered for word in MEMORY_WORDS + NOT_THE_MODEL):
+        return None
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+
+
+def _words(exc: AgentError) -> str:
+    """The failure in TensorRT's words: the error, and a build's last error lines."""
+    text = str(exc)
+    if isinstance(exc, BuildFailed):
+        extra = [line for line in exc.lines[-3:] if line not in text]
+        text = "; ".join([text, *extra]) if extra else text
+    return text
