@@ -150,6 +150,14 @@ def _check_options(caps: Capabilities, options: BuildOptions, dla_cores: int) ->
         raise BuildError(["INT8 calibration caches are gone in TensorRT %s: use Q/DQ" % caps.label])
     if options.strongly_typed and not (caps.strongly_typed_flag or caps.always_strongly_typed):
         raise BuildError(["strongly typed networks need TensorRT >= 9.1 (this is %s)" % caps.label])
+    if options.strongly_typed and options.precision != "fp32":
+        # TensorRT 10 refuses BuilderFlag.FP16/INT8 on a strongly typed network (issue 31 #1).
+        raise BuildError(
+            [
+                "precision %s with strongly_typed: a strongly typed network takes its types "
+                "from the ONNX; set precision fp32, or turn strongly_typed off" % options.precision
+            ]
+        )
     if options.dla_core is not None:
         if not caps.dla:
             raise BuildError(["TensorRT %s has no DLA support: unset dla_core" % caps.label])
@@ -237,8 +245,9 @@ def _configure(
     if options.dla_core is not None:
         config.default_device_type = trt.DeviceType.DLA
         config.DLA_core = int(options.dla_core)
-        if caps.weak_typing_flags and not (wants_fp16 or wants_int8):
-            config.set_flag(flag.FP16)
+        typed = options.strongly_typed or caps.always_strongly_typed
+        if caps.weak_typing_flags and not typed and not (wants_fp16 or wants_int8):
+            config.set_flag(flag.FP16)  # a strongly typed network's DLA layers are typed by it
         config.set_flag(flag.GPU_FALLBACK if options.gpu_fallback else flag.DIRECT_IO)
     if options.refittable:
         config.set_flag(flag.REFIT)
@@ -293,7 +302,10 @@ def build(
             config.set_calibration_profile(profiles[0])
     if options.use_timing_cache:
         cache = config.create_timing_cache(options.timing_cache or b"")
-        config.set_timing_cache(cache, ignore_mismatch=False)
+        if not config.set_timing_cache(cache, ignore_mismatch=False) and options.timing_cache:
+            # another release or device wrote it (issue 31 #4: it was dropped without a word)
+            notes.append("TensorRT refused the timing cache (written elsewhere): built without it")
+            config.set_timing_cache(config.create_timing_cache(b""), ignore_mismatch=False)
     if progress is not None and caps.progress_monitor:
         config.progress_monitor = _monitor(trt, report)
     report(2.0, "building (TensorRT times tactics on this device)")

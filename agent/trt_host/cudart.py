@@ -33,7 +33,8 @@ MEMCPY_DEFAULT = ctypes.c_int(4)
 
 SEARCH_DIRS = (
     "/usr/local/cuda/lib64",
-    "/usr/local/cuda/targets/aarch64-linux/lib",  # JetPack
+    "/usr/local/cuda/targets/aarch64-linux/lib",  # JetPack (Orin, Xavier)
+    "/usr/local/cuda/targets/sbsa-linux/lib",  # JetPack 7 on Thor (SBSA; issue 31 #6)
     "/usr/local/cuda/targets/x86_64-linux/lib",
     "/usr/lib/aarch64-linux-gnu",
     "/usr/lib/x86_64-linux-gnu",

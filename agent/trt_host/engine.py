@@ -181,11 +181,11 @@ class Context:
             self.cuda.memcpy_async(
                 ptr, host.ctypes.data, host.nbytes, cuda.MEMCPY_HOST_TO_DEVICE, self.stream
             )
-            self.ctx.set_tensor_address(name, ptr)
+            self._bind(name, ptr)
         results: Dict[str, np.ndarray] = {}
         for info in engine.outputs:
             out = np.empty(tuple(int(d) for d in self.ctx.get_tensor_shape(info.name)), info.dtype)
-            self.ctx.set_tensor_address(info.name, self._buffer(info.name, out.nbytes))
+            self._bind(info.name, self._buffer(info.name, out.nbytes))
             results[info.name] = out
         if not self.ctx.execute_async_v3(stream_handle=self.stream):
             raise EngineError("TensorRT execute_async_v3 failed: " + _reason(engine.logger))
@@ -196,6 +196,14 @@ class Context:
             )
         self.cuda.stream_synchronize(self.stream)
         return results
+
+    def _bind(self, name: str, ptr: int) -> None:
+        """``set_tensor_address``, whose False (a misaligned or refused address) used to surface
+        as a generic execute failure (issue 31 #4)."""
+        if not self.ctx.set_tensor_address(name, ptr):
+            raise EngineError(
+                "TensorRT refused the address of tensor %r: %s" % (name, _reason(self.owner.logger))
+            )
 
     def drop(self) -> bool:
         """Drop the TensorRT context and free the I/O buffers (False when already dropped)."""
