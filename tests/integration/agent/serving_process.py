@@ -14,15 +14,23 @@ from pathlib import Path
 from agent.runtimes.ort import load_ort
 from agent.serving.app import ServingServer, create_app
 from agent.serving.core import ModelRegistry, ServedModel
+from agent.serving.prometheus import PromMetrics
 from agent.serving.shared_memory import SharedMemoryRegions
-from agent.telemetry.metrics import Metrics
+from agent.telemetry.collectors.inference import HistogramMetrics
 
 
 def main(argv: list[str]) -> None:
     registry = ModelRegistry()
     registry.swap(ServedModel("classifier", "1", "0" * 64, load_ort(Path(argv[0]))))
     regions = SharedMemoryRegions(owners=[int(u) for u in argv[1:]])
-    app = create_app(registry, Metrics(), lambda: True, "test", shared_memory=regions)
+    app = create_app(
+        registry,
+        HistogramMetrics(),
+        lambda: True,
+        "test",
+        shared_memory=regions,
+        prometheus=PromMetrics(registry),  # as the daemon wires it: requests are counted
+    )
     server = ServingServer(app, "127.0.0.1", 0)
     print(json.dumps({"port": server.start()}), flush=True)
     sys.stdin.read()

@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing import shared_memory
 from pathlib import Path
 
@@ -182,3 +182,14 @@ def test_only_objects_of_the_agents_user_and_listed_users_are_registered(
     finally:
         listed.unlink()
         stranger.unlink()
+
+
+def test_the_agents_metrics_pass_promtool(
+    agent: ServingProcess, segment: shared_memory.SharedMemory, promtool: Callable[[str], str]
+) -> None:
+    """Issue 32: what Prometheus scrapes from an agent serving a model passes its own lint."""
+    assert agent.register("frames", segment.name).status_code == 200
+    assert agent.infer("frames").status_code == 200
+    text = agent.http.get("/metrics").text
+    assert "jetfleet_request_latency_seconds_bucket" in text
+    assert promtool(text) == ""

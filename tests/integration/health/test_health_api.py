@@ -51,6 +51,7 @@ def test_fleet_summary_health_series_and_metrics(
     db_api: httpx.Client,
     peers: Callable[[str], MqttPeer],
     prefix: str,
+    promtool: Callable[[str], str],
 ) -> None:
     publish_fleet(db_controller, peers, prefix)
     poll(lambda: db_api.get("/api/v1/ingest").json()["accepted"] >= 64, what="64 messages stored")
@@ -87,6 +88,8 @@ def test_fleet_summary_health_series_and_metrics(
     assert "jetfleet_ingest_samples_persisted_total 60" in text
     assert "jetfleet_ingest_samples_duplicate_total 2" in text
     assert "# TYPE jetfleet_ingest_rejected_total counter" in text
+    assert 'jetfleet_device_latency_p99_seconds{device="gw-ok"}' in text
+    assert promtool(text) == ""  # Prometheus's own lint: base units, names, types (issue 32)
     grafana = (Path(__file__).parents[3] / "packaging/grafana/jetfleet.json").read_text()
     for name in set(re.findall(r"jetfleet_[a-z0-9_]+", grafana)) - {"jetfleet_fleet"}:
         assert f"# TYPE {name} " in text, f"the Grafana dashboard queries {name}, not exported"
