@@ -23,6 +23,12 @@ Does not fall back (the slot fails and is retried, or waits, as before):
   ONNX Runtime would need the memory too, and the device may have it later;
 - a build cancelled because the agent is stopping; a version refused by the trust checks;
 - ``fallback: none`` in the slot's delegate config, or a device whose runtime is ONNX Runtime.
+
+The fallback runs on the best provider the device has (:func:`fallback_delegate`): the CUDA
+execution provider where this ONNX Runtime has it, else the CPU, unless the config names its own
+providers. Not the TensorRT execution provider, although it partitions the graph itself: it runs
+TensorRT's parser and builder inside the agent's process, and a model that crashed TensorRT's
+build child (SIGSEGV) would then take the whole agent down.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from __future__ import annotations
 from agent.engines.build_runner import BuildFailed
 from agent.errors import AgentError, ModelLoadError, TransientError
 from agent.swap.hotswap import AdmissionRefused
-from shared.delegate import DelegateConfig
+from shared.delegate import DelegateConfig, OrtOptions
 
 MEMORY_WORDS = (
     "out of memory",
@@ -60,6 +66,20 @@ def fallback_reason(exc: AgentError, config: DelegateConfig, runtime: str) -> st
     if any(word in lowered for word in MEMORY_WORDS + NOT_THE_MODEL):
         return None
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+
+
+FALLBACK_PROVIDERS = ("CUDAExecutionProvider", "CPUExecutionProvider")
+"""What a fallback runs on when the config names no providers of its own (the first this ONNX
+Runtime build has: agent.runtimes.ort_providers.session_plan keeps only those)."""
+
+
+def fallback_delegate(config: DelegateConfig) -> DelegateConfig:
+    """``config`` as ONNX Runtime serves a fallback: the config's own providers if it names
+    any besides the default, else :data:`FALLBACK_PROVIDERS`."""
+    if config.onnxruntime.providers != OrtOptions().providers:
+        return config
+    ort = config.onnxruntime.model_copy(update={"providers": FALLBACK_PROVIDERS})
+    return config.model_copy(update={"onnxruntime": ort})
 
 
 def _words(exc: AgentError) -> str:

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from agent.engines.resolver import Resolved
 from agent.errors import AgentError, PermanentError, StateDirError
 from agent.serving.core import ServedModel
-from agent.slots.fallback import fallback_reason
+from agent.slots.fallback import fallback_delegate, fallback_reason
 from agent.slots.plan import Download, Load, Step, Unload
 from agent.slots.records import SlotRecord, SlotTable
 from agent.swap.validation import Reference
@@ -236,6 +236,7 @@ class SlotPipeline:
             reason=reason,
         )
         run.fallback_reason, run.engine = reason, None
+        run.slot = slot.model_copy(update={"delegate": fallback_delegate(slot.delegate)})
         resolve, swap = self.stages.fallback
         self._run_stages(run, (resolve, self.stages.reference, swap))
 

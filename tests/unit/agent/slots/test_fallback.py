@@ -8,7 +8,7 @@ import pytest
 
 from agent.engines.build_runner import BuildFailed
 from agent.errors import DownloadError, ModelLoadError, StateDirError
-from agent.slots.fallback import REASON_CHARS, fallback_reason
+from agent.slots.fallback import REASON_CHARS, fallback_delegate, fallback_reason
 from agent.swap.hotswap import AdmissionRefused, ValidationFailed
 from shared.delegate import DelegateConfig
 
@@ -77,3 +77,13 @@ def test_a_long_message_is_cut_to_what_a_slot_reports() -> None:
     assert reason is not None
     assert len(reason) == REASON_CHARS
     assert reason.endswith("…")
+
+
+def test_a_fallback_runs_on_cuda_where_onnxruntime_has_it_unless_the_config_chose() -> None:
+    chosen = fallback_delegate(DEFAULT).onnxruntime.providers
+    assert chosen == ("CUDAExecutionProvider", "CPUExecutionProvider")
+    assert "TensorrtExecutionProvider" not in chosen  # TensorRT in the agent's own process
+    picked = DelegateConfig.model_validate(
+        {"onnxruntime": {"providers": ["TensorrtExecutionProvider", "CPUExecutionProvider"]}}
+    )
+    assert fallback_delegate(picked) == picked
