@@ -10,6 +10,7 @@ from sqlalchemy import Engine, update
 from controller.db.engine_store import EngineStoreDb
 from controller.db.repository import Repository
 from controller.db.schema import Device
+from shared.hardware_class import hardware_class
 from shared.messages import DeviceFacts, GpuFacts, ReportedState, SlotPhase, SlotStatus
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
@@ -50,8 +51,8 @@ def test_reported_slots_and_facts_come_back_as_wire_models(engine: Engine) -> No
     repo = Repository(engine)
     repo.record_contact("gw-1", NOW)
     before = repo.device("gw-1")
-    assert (before.reported, before.device_facts) == ((), None)
-    assert EngineStoreDb(engine).device_facts("gw-1") is None
+    assert (before.reported, before.device_facts, before.pinned_class) == ((), None, None)
+    assert EngineStoreDb(engine).device_facts("gw-1") == (None, None)
 
     report(repo)
 
@@ -59,7 +60,9 @@ def test_reported_slots_and_facts_come_back_as_wire_models(engine: Engine) -> No
     assert device.reported == (SERVING, FAILED)
     assert device.reported[0].phase is SlotPhase.SERVING
     assert device.device_facts == FACTS
-    assert EngineStoreDb(engine).device_facts("gw-1") == FACTS
+    pinned = hardware_class(FACTS)  # the first report pins the class engines are uploaded for
+    assert device.pinned_class == pinned
+    assert EngineStoreDb(engine).device_facts("gw-1") == (FACTS, pinned)
     assert [d.reported for d in repo.devices()] == [(SERVING, FAILED)]
 
 
@@ -81,7 +84,7 @@ def test_stored_reports_that_no_longer_validate_are_left_out(engine: Engine) -> 
     device = repo.device("gw-1")
     assert device.reported == (SERVING,)
     assert device.device_facts is None
-    assert EngineStoreDb(engine).device_facts("gw-1") is None
+    assert EngineStoreDb(engine).device_facts("gw-1") == (None, hardware_class(FACTS))
 
 
 def test_an_older_generation_reported_later_does_not_replace_a_newer_one(engine: Engine) -> None:
