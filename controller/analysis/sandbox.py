@@ -25,6 +25,7 @@ numbers on x86_64 and aarch64); :func:`read_roots` is pure.
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -67,8 +68,13 @@ SYSTEM_READ = (
     "/sys/fs/cgroup",
     "/dev/urandom",
     "/dev/zero",
+    "/usr/local/cuda",
 )
-"""What the interpreter, NumPy and ONNX Runtime read of the system after they start."""
+"""What the interpreter, NumPy and ONNX Runtime (and, on a controller with TensorRT, CUDA's
+libraries) read of the system after they start."""
+GPU_DEVICES = "/dev/nvidia*"
+"""The NVIDIA device files a CUDA context opens read-write (the analysis checks the model
+against an installed TensorRT's parser where there is one: ``tensorrt_check``)."""
 
 
 class SandboxUnavailable(OSError):
@@ -139,6 +145,7 @@ def confine(read: Sequence[str], write: Sequence[str]) -> int:
     try:
         rules = [(p, READ) for p in read] + [(p, handled) for p in write]
         rules.append(("/dev/null", READ_FILE | WRITE_FILE | TRUNCATE))
+        rules += [(d, READ_FILE | WRITE_FILE) for d in sorted(glob.glob(GPU_DEVICES))]
         for path, rights in rules:
             _allow(libc, ruleset, path, rights & handled)
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
