@@ -318,6 +318,7 @@ class EngineResolver:
             runtime=identity.runtime,
         )
         last = [0.0, -100.0]
+        started = time.monotonic()
 
         def progress(percent: float, message: str) -> None:
             now = time.monotonic()
@@ -342,6 +343,7 @@ class EngineResolver:
                 engine_key=key,
                 runtime=identity.runtime,
                 error_lines=exc.lines,
+                seconds=round(time.monotonic() - started, 3),  # a failed build's cost too
             )
             raise
 
