@@ -1,4 +1,5 @@
-"""The controller's MQTT client: the only module that imports paho.
+"""The controller's MQTT client (paho); the other paho user is ``broker_admin/dynsec.py``, the
+Mosquitto dynamic-security control client.
 
 One paho client (v2 callback API) with its own network thread. On every (re)connect it
 subscribes to ``subscriptions`` (by default everything agents publish) and to what it was told

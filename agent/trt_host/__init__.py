@@ -1,4 +1,6 @@
-"""The TensorRT host: the only product code that imports ``tensorrt`` or calls CUDA (issue 15).
+"""The TensorRT host: the only product code that imports ``tensorrt`` or moves tensors through
+CUDA (issue 15); the facts probe (``agent/hardware/cuda_probe.py``, CUDA Python) only asks which
+device there is.
 
 It runs as a child process of the agent under the interpreter that can ``import tensorrt``
 (JetPack's own Python: 3.8 on JetPack 5.1, 3.10 on 6.x, 3.12 on 7), so every module here is

@@ -1,7 +1,7 @@
 """Broker authorisation for the embedded amqtt broker: logins checked against the enrolled
 identities, the topic rules of :mod:`controller.broker_admin.acl`, and kicking revoked devices.
 
-The only module besides ``controller.broker_admin.embedded_broker`` that imports amqtt. amqtt loads
+The only module besides ``controller.broker_admin.amqtt_broker`` that imports amqtt. amqtt loads
 plugins
 by dotted path and hands each its ``Config`` dataclass; :func:`amqtt_plugins` builds that part
 of the broker configuration around one :class:`AccessPolicy`. amqtt does not check a Last
