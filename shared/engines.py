@@ -70,3 +70,24 @@ class ArtifactOut(_Wire):
 
     sha256: str = Field(pattern=SHA256)
     size: int = Field(ge=0)
+
+
+class BuildFailure(_Wire):
+    """PUT /api/v1/engines/{key}/failure: TensorRT could not build ``key`` on a device, for
+    reasons of the model (issue 30). Twins of that device then serve the version on ONNX Runtime
+    at once instead of repeating a build that fails (minutes to hours on a Jetson). The key names
+    the TensorRT release and the build config, so a new release or config is a new key."""
+
+    device_id: str = Field(min_length=1, max_length=64)
+    validity: ValidityKey
+    content: ContentKey
+    reason: str = Field(min_length=1, max_length=2000, description="TensorRT's own words.")
+
+
+class BuildFailureOut(_Wire):
+    """A remembered failure of one engine key: GET /api/v1/engines/{key}/failure."""
+
+    engine_key: str = Field(pattern=SHA256)
+    device_id: str
+    reason: str
+    failed_at: datetime

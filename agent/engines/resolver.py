@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agent.durable_files import sha256_file
+from agent.engines.build_failures import known_failure, remembered, report_failure
 from agent.engines.build_protocol import BuildRequest
 from agent.engines.build_runner import BUILDERS, BuildFailed, BuildOutcome, run_build
 from agent.engines.cache import CacheHit, EngineCache
@@ -173,6 +174,7 @@ class EngineResolver:
                     retune and not tuning_matches(manifest.tuning, identity.tuning)
                 ):
                     return self._pull(store, manifest, identity)
+                self._refuse_known_failure(store, identity)
                 lease = store.lease(key, self._device_id, self._lease_ttl_s, tag)
             except StoreUnavailable as exc:
                 log.warning("engine store unavailable, building %s here: %s", key[:12], exc)
@@ -225,6 +227,7 @@ class EngineResolver:
             if manifest is not None and manifest.tuning.label() == lease.tuning:
                 return self._pull(store, manifest, identity)
             again = store.lease(lease.engine_key, self._device_id, self._lease_ttl_s, lease.tuning)
+            self._refuse_known_failure(store, identity)  # the builder's build failed meanwhile
             if again.granted:
                 log.info(
                     "build lease of %s on %s released or expired, and no engine this device may "
@@ -238,6 +241,19 @@ class EngineResolver:
             self._sleep(min(delay, max(left, POLL_MIN_S)))
             delay = min(delay * 1.5, POLL_MAX_S)
         raise BuildFailed("waiting for another device's build cancelled: the agent is stopping", [])
+
+    def _refuse_known_failure(self, store: StoreClient, identity: EngineIdentity) -> None:
+        """BuildFailed at once when a twin's TensorRT build of this engine failed for reasons
+        of the model (:mod:`agent.engines.build_failures`): the slot falls back, builds nothing."""
+        if identity.runtime != "tensorrt":
+            return
+        known = known_failure(store, identity.key)
+        if known is not None:
+            raise BuildFailed(
+                f"TensorRT could not build engine {identity.key[:12]} on {known.device_id} "
+                f"({known.failed_at:%Y-%m-%d %H:%M} UTC), not built again here",
+                [known.reason],
+            )
 
     # --- build --------------------------------------------------------------------------------
 
@@ -258,7 +274,9 @@ class EngineResolver:
         )
         try:
             outcome = self._run_builder(slot, onnx_path, identity, config)
-        except BuildFailed:
+        except BuildFailed as exc:
+            if store is not None and identity.runtime == "tensorrt" and remembered(exc):
+                report_failure(store, self._device_id, identity, exc)  # before the lease goes
             if keeper is not None:
                 keeper.stop()
                 self._release(store, key, tag)

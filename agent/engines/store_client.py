@@ -22,7 +22,14 @@ from pydantic import ValidationError
 
 from agent.errors import IntegrityError, PermanentError, TransientError
 from agent.link.http import Answer, HttpClient, Unreachable
-from shared.engines import ArtifactOut, EngineManifest, LeaseOut, LeaseRequest
+from shared.engines import (
+    ArtifactOut,
+    BuildFailure,
+    BuildFailureOut,
+    EngineManifest,
+    LeaseOut,
+    LeaseRequest,
+)
 
 CHUNK = 1 << 20
 
@@ -112,6 +119,29 @@ class StoreClient:
             )
         if answer.status not in (200, 201):
             raise self._reject(answer, f"PUT engine {manifest.engine_key[:12]}")
+
+    def build_failure(self, key: str) -> BuildFailureOut | None:
+        """Why TensorRT could not build ``key`` on a twin, if the store remembers that."""
+        answer = self._send("GET", f"/api/v1/engines/{key}/failure")
+        if answer.status == 404:
+            return None
+        if answer.status != 200:
+            raise self._reject(answer, f"GET failure of engine {key[:12]}")
+        try:
+            return BuildFailureOut.model_validate_json(answer.content)
+        except ValidationError as exc:
+            raise StoreRejected(f"engine store sent an invalid failure for {key}: {exc}") from exc
+
+    def report_build_failure(self, key: str, report: BuildFailure) -> None:
+        """Tell the store that TensorRT could not build ``key`` here (for the twins)."""
+        answer = self._send(
+            "PUT",
+            f"/api/v1/engines/{key}/failure",
+            content=report.model_dump_json(),
+            headers={"Content-Type": "application/json"},
+        )
+        if answer.status != 200:
+            raise self._reject(answer, f"report of the failed build of {key[:12]}")
 
     def lease(self, key: str, device_id: str, ttl_s: float, tuning: str = "default") -> LeaseOut:
         """Ask to be the device that builds ``key`` under ``tuning`` (granted, or who holds it

@@ -33,23 +33,12 @@ build child (SIGSEGV) would then take the whole agent down.
 
 from __future__ import annotations
 
+from agent.engines.build_failures import REASON_CHARS as REASON_CHARS
+from agent.engines.build_failures import is_device_failure, words
 from agent.engines.build_runner import BuildFailed
 from agent.errors import AgentError, ModelLoadError, TransientError
 from agent.swap.hotswap import AdmissionRefused
 from shared.delegate import DelegateConfig, OrtOptions
-
-MEMORY_WORDS = (
-    "out of memory",
-    "outofmemory",
-    "bad_alloc",
-    "cannot allocate memory",
-    "no space left on device",
-    "exited -9",
-)
-"""Words of a failure that was about memory or space, not the model (lower case)."""
-NOT_THE_MODEL = ("cancelled", "agent is stopping")
-REASON_CHARS = 400
-"""Longest reason a slot reports (TensorRT's messages can run to kilobytes)."""
 
 
 def fallback_reason(exc: AgentError, config: DelegateConfig, runtime: str) -> str | None:
@@ -59,13 +48,9 @@ def fallback_reason(exc: AgentError, config: DelegateConfig, runtime: str) -> st
         return None
     if isinstance(exc, (TransientError, AdmissionRefused)):
         return None
-    if not isinstance(exc, (BuildFailed, ModelLoadError)):
+    if not isinstance(exc, (BuildFailed, ModelLoadError)) or is_device_failure(exc):
         return None
-    text = _words(exc)
-    lowered = text.lower()
-    if any(word in lowered for word in MEMORY_WORDS + NOT_THE_MODEL):
-        return None
-    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1] + "…"
+    return words(exc)
 
 
 FALLBACK_PROVIDERS = ("CUDAExecutionProvider", "CPUExecutionProvider")
@@ -80,12 +65,3 @@ def fallback_delegate(config: DelegateConfig) -> DelegateConfig:
         return config
     ort = config.onnxruntime.model_copy(update={"providers": FALLBACK_PROVIDERS})
     return config.model_copy(update={"onnxruntime": ort})
-
-
-def _words(exc: AgentError) -> str:
-    """The failure in TensorRT's words: the error, and a build's last error lines."""
-    text = str(exc)
-    if isinstance(exc, BuildFailed):
-        extra = [line for line in exc.lines[-3:] if line not in text]
-        text = "; ".join([text, *extra]) if extra else text
-    return text

@@ -73,6 +73,9 @@ ROUTE_ERRORS: Mapping[tuple[str, str], frozenset[int]] = {
         (_U, f"{_V1}/engine-trust", (400,)),
         (_P, f"{_V1}/engines/{{key}}/lease", (400,)),
         (_D, f"{_V1}/engines/{{key}}/lease", (400,)),
+        (_U, f"{_V1}/engines/{{key}}/failure", (400, 403)),
+        (_G, f"{_V1}/engines/{{key}}/failure", (400, 404)),
+        (_D, f"{_V1}/engines/{{key}}/failure", (400, 404)),
         # rollouts (routes_rollouts.py)
         (_P, f"{_V1}/rollouts", (400, 404, 409)),
         (_G, f"{_V1}/rollouts", ()),

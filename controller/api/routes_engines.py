@@ -20,7 +20,7 @@ from controller.auth.policy import Role
 from controller.auth.routes import principal_of
 from controller.services import Services
 from controller.trust.engine_trust import Uploader
-from shared.engines import EngineManifest, LeaseOut, LeaseRequest
+from shared.engines import BuildFailure, BuildFailureOut, EngineManifest, LeaseOut, LeaseRequest
 
 
 def uploader_of(request: Request) -> Uploader:
@@ -70,6 +70,23 @@ def engines_router(services: Services) -> APIRouter:
         manifest, match = engines.get(key, tuning, requester_of(request))
         response.headers["Jetfleet-Tuning-Match"] = match
         return manifest
+
+    @router.put("/engines/{key}/failure")
+    def report_build_failure(key: str, report: BuildFailure, request: Request) -> BuildFailureOut:
+        """TensorRT could not build this engine for reasons of the model: its twins serve the
+        version on ONNX Runtime without building (a device reports only for its own validity)."""
+        return engines.report_failure(key, report, uploader_of(request))
+
+    @router.get("/engines/{key}/failure")
+    def get_build_failure(key: str) -> BuildFailureOut:
+        """Why TensorRT could not build this engine, if that is known (404 otherwise)."""
+        return engines.failure(key)
+
+    @router.delete("/engines/{key}/failure", status_code=204)
+    def forget_build_failure(key: str) -> Response:
+        """Forget a failed build: the twins try TensorRT again."""
+        engines.forget_failure(key)
+        return Response(status_code=204)
 
     @router.get("/engines")
     def list_engines() -> list[EngineOut]:

@@ -46,7 +46,14 @@ from controller.trust.engine_trust import (
 from controller.trust.signing import FleetSigner
 from shared.canonical import is_sha256_hex
 from shared.engine_keys import engine_key
-from shared.engines import ArtifactOut, EngineManifest, LeaseOut, LeaseRequest
+from shared.engines import (
+    ArtifactOut,
+    BuildFailure,
+    BuildFailureOut,
+    EngineManifest,
+    LeaseOut,
+    LeaseRequest,
+)
 from shared.messages import DeviceFacts
 
 TuningMatch = Literal["exact", "other", "any"]
@@ -311,6 +318,47 @@ class EngineStore:
             for s in self._db.stored_of(key)
             if s.manifest.tuning.label() == request.tuning
         )
+
+    # --- failed builds (issue 30) --------------------------------------------------------------
+
+    def report_failure(self, key: str, report: BuildFailure, uploader: Uploader) -> BuildFailureOut:
+        """Remember that TensorRT could not build ``key``. A device reports only for its own
+        validity and class (the rule of :meth:`put`); the key must be that of the report's
+        validity and content, and a TensorRT one (ONNX Runtime has nothing to fall back to)."""
+        _check_key(key)
+        if report.validity.runtime != "tensorrt":
+            raise InvalidInput("only TensorRT builds fall back: the validity's runtime is not it")
+        facts, pinned = self._facts(uploader)
+        decision = check_upload(uploader, report.validity, facts, pinned)
+        if not decision.allowed:
+            raise Forbidden(decision.reason)
+        computed = engine_key(report.validity, report.content)
+        if computed != key:
+            raise InvalidInput(
+                f"engine key {key} is not the key of the report's validity and content ({computed})"
+            )
+        failure = BuildFailureOut(
+            engine_key=key,
+            device_id=report.device_id,
+            reason=report.reason,
+            failed_at=self._clock(),
+        )
+        self._db.put_failure(failure)
+        return failure
+
+    def failure(self, key: str) -> BuildFailureOut:
+        """The remembered failure of ``key``; NotFound when TensorRT is not known to fail it."""
+        _check_key(key)
+        found = self._db.failure(key)
+        if found is None:
+            raise NotFound(f"no failed build of engine {key[:12]} is remembered")
+        return found
+
+    def forget_failure(self, key: str) -> None:
+        """Forget the failure of ``key`` (its twins try TensorRT again); NotFound when none."""
+        _check_key(key)
+        if not self._db.forget_failure(key):
+            raise NotFound(f"no failed build of engine {key[:12]} is remembered")
 
     def release(self, key: str, device_id: str, tuning: str = "default") -> None:
         """Release ``device_id``'s lease of (``key``, ``tuning``) (idempotent)."""

@@ -16,6 +16,8 @@ GET/HEAD /api/v1/engines/{key}             viewer      yes
 PUT /api/v1/engines/{key}                  operator    own device (body ``built_by``) *
 POST /api/v1/engines/{key}/lease           operator    own device (body ``device_id``)
 DELETE /api/v1/engines/{key}/lease         operator    own device (query ``device_id``)
+GET/HEAD /api/v1/engines/{key}/failure     viewer      yes
+PUT /api/v1/engines/{key}/failure          operator    own device (body ``device_id``) *
 any other GET/HEAD/OPTIONS                 viewer      no
 any other method                           operator    no
 =========================================  ==========  ===============================
@@ -64,6 +66,12 @@ _DEVICE_RULES: list[tuple[frozenset[str], re.Pattern[str], DeviceBinding | None]
     (frozenset({"POST"}), re.compile(r"/api/v1/artifacts"), None),
     (_READ, re.compile(r"/api/v1/engines/[^/]+"), None),
     (frozenset({"PUT"}), re.compile(r"/api/v1/engines/[^/]+"), DeviceBinding("body", "built_by")),
+    (_READ, re.compile(r"/api/v1/engines/[^/]+/failure"), None),
+    (
+        frozenset({"PUT"}),
+        re.compile(r"/api/v1/engines/[^/]+/failure"),
+        DeviceBinding("body", "device_id"),
+    ),
     (
         frozenset({"POST"}),
         re.compile(r"/api/v1/engines/[^/]+/lease"),

@@ -109,6 +109,28 @@ def engines_approve(key: str, tuning: str | None, url: str, as_json: bool) -> No
     )
 
 
+@engines.command("forget-failure")
+@click.argument("key")
+@api_options
+def engines_forget_failure(key: str, url: str, as_json: bool) -> None:
+    """Forget that TensorRT could not build engine KEY (the full 64-hex key a device's
+    `fallback` event names): its twins try TensorRT again instead of falling back at once."""
+
+    def forget(client: Any) -> Any:
+        failure = client.build_failure(key)
+        client.forget_build_failure(key)
+        return failure
+
+    out = call_api(forget, url)
+    if as_json:
+        emit_json(out)
+        return
+    click.echo(
+        f"forgot the failed build of {key[:12]} (reported by {out['device_id']}): its twins "
+        "try TensorRT again"
+    )
+
+
 @engines.command("trust")
 @click.argument("hardware_class", metavar="[CLASS]", required=False)
 @click.option(

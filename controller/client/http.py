@@ -244,6 +244,12 @@ class ControllerClient:
     def approve_engine(self, key: str, tuning: str | None) -> Any:
         return self._request("POST", f"/api/v1/engines/{key}/approve", json={"tuning": tuning})
 
+    def build_failure(self, key: str) -> Any:
+        return self._request("GET", f"/api/v1/engines/{key}/failure")
+
+    def forget_build_failure(self, key: str) -> Any:
+        return self._request("DELETE", f"/api/v1/engines/{key}/failure")
+
     def engine_trust(self) -> Any:
         return self._request("GET", "/api/v1/engine-trust")
 

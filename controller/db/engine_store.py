@@ -32,6 +32,7 @@ from controller.db.schema import (
     Artifact,
     BuildLease,
     Device,
+    EngineFailure,
     EngineRecord,
     EngineTrust,
     EngineTuning,
@@ -49,7 +50,7 @@ from controller.records import (
     check_mode,
 )
 from controller.trust.engine_trust import may_replace
-from shared.engines import EngineManifest
+from shared.engines import BuildFailureOut, EngineManifest
 from shared.messages import DeviceFacts
 
 _RETRIES = 5
@@ -231,6 +232,36 @@ class EngineStoreDb(SessionStore):
             except IntegrityError:
                 continue  # another device inserted the first lease: decide again against it
         raise DatabaseError(f"could not decide the build lease of {key} ({tuning}): retry")
+
+    def put_failure(self, failure: BuildFailureOut) -> None:
+        """Remember that TensorRT could not build ``failure.engine_key`` (the latest report
+        replaces an earlier one)."""
+        with self._tx() as session:
+            row = session.get(EngineFailure, failure.engine_key) or EngineFailure(
+                engine_key=failure.engine_key
+            )
+            row.device_id, row.reason = failure.device_id, failure.reason
+            row.failed_at = failure.failed_at
+            session.add(row)
+
+    def failure(self, key: str) -> BuildFailureOut | None:
+        """The remembered failure of engine ``key``, if any."""
+        with self._tx() as session:
+            row = session.get(EngineFailure, key)
+            if row is None:
+                return None
+            return BuildFailureOut(
+                engine_key=row.engine_key,
+                device_id=row.device_id,
+                reason=row.reason,
+                failed_at=row.failed_at,
+            )
+
+    def forget_failure(self, key: str) -> bool:
+        """Forget the failure of ``key``; False when none was remembered."""
+        with self._tx() as session:
+            gone = session.execute(delete(EngineFailure).where(EngineFailure.engine_key == key))
+            return bool(getattr(gone, "rowcount", 0))
 
     def release_lease(self, key: str, device_id: str, tuning: str = "default") -> None:
         """Drop ``device_id``'s lease of (``key``, ``tuning``) (nothing when it holds none)."""

@@ -265,6 +265,18 @@ class EngineTrust(Base):
     set_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class EngineFailure(Base):
+    """An engine key TensorRT could not build for reasons of the model (revision 0013): twins
+    serve the version on ONNX Runtime instead of building it again (issue 30)."""
+
+    __tablename__ = "engine_failures"
+
+    engine_key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    device_id: Mapped[str] = mapped_column(String(64))
+    reason: Mapped[str] = mapped_column(String(2000))
+    failed_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class BuildLease(Base):
     """Which device may build the engine ``engine_key`` under ``tuning`` until ``expires_at``."""
 

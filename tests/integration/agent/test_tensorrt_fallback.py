@@ -20,10 +20,12 @@ import pytest
 
 from agent.daemon import AgentDaemon
 from agent.hardware.facts import probe_facts
+from agent.settings import AgentSettings
 from controller.demo.sample_models import classifier
 from shared.delegate import DelegateConfig
 from shared.messages import (
     DesiredState,
+    DeviceFacts,
     Event,
     GpuFacts,
     ReportedState,
@@ -52,9 +54,16 @@ class TensorRTAgent:
                 "gpu": GpuFacts(name="NVIDIA RTX A2000", compute_capability="8.6"),
             }
         )
-        self.daemon = AgentDaemon(
-            settings_for(broker, topics, settings_dir), facts, runtime="tensorrt"
-        )
+        self._start(settings_for(broker, topics, settings_dir), facts)
+
+    @classmethod
+    def with_settings(cls, settings: AgentSettings, facts: DeviceFacts) -> TensorRTAgent:
+        agent = cls.__new__(cls)
+        agent._start(settings, facts)
+        return agent
+
+    def _start(self, settings: AgentSettings, facts: DeviceFacts) -> None:
+        self.daemon = AgentDaemon(settings, facts, runtime="tensorrt")
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
