@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -23,6 +22,7 @@ from controller.fleet.desired import (
     plan_redelegate,
     plan_undeploy,
 )
+from controller.fleet.fleet_lock import FleetLock
 from controller.fleet.selectors import parse_selector
 from controller.fleet.warmup_gate import refuse_unknown_warmup
 from controller.records import ConfigUpdate, Deployment, VersionRecord
@@ -87,7 +87,7 @@ class Fleet:
         self._topics = topics
         self._public_url = public_url
         self._clock = clock
-        self._lock = threading.Lock()
+        self._lock = FleetLock()
 
     def deploy(
         self,
@@ -271,7 +271,7 @@ class Fleet:
         """Publish these devices' current desired documents again (same generation)."""
         if not device_ids:
             return 0
-        with self._lock:
+        with self._lock.background():  # a deploy or a wave waiting goes first (fleet_lock.py)
             documents = self._repo.desired(list(device_ids))
             self._publish_all(documents)
             return len(documents)
