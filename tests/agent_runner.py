@@ -6,14 +6,22 @@ import threading
 
 from agent.daemon import AgentDaemon
 from agent.hardware.facts import probe_facts
+from agent.hardware.runtime_kinds import ONNXRUNTIME
 from agent.settings import AgentSettings
+from shared.messages import DeviceFacts
 
 
 class RunningAgent:
-    """Starts at construction; ``stop`` stops it and re-raises whatever made ``run`` fail."""
+    """Starts at construction; ``stop`` stops it and re-raises whatever made ``run`` fail.
+    ``facts`` and ``runtime``: this machine's and ONNX Runtime unless given."""
 
-    def __init__(self, settings: AgentSettings) -> None:
-        self.daemon = AgentDaemon(settings, probe_facts())
+    def __init__(
+        self,
+        settings: AgentSettings,
+        facts: DeviceFacts | None = None,
+        runtime: str = ONNXRUNTIME.name,
+    ) -> None:
+        self.daemon = AgentDaemon(settings, facts or probe_facts(), runtime=runtime)
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()

@@ -16,9 +16,9 @@ import os
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agent.errors import IntegrityError, PermanentError, TransientError
 from agent.link.http import Answer, HttpClient, Unreachable
@@ -32,6 +32,8 @@ from shared.engines import (
 )
 
 CHUNK = 1 << 20
+
+_Answer = TypeVar("_Answer", bound=BaseModel)
 
 
 class StoreUnavailable(TransientError):
@@ -90,19 +92,25 @@ class StoreClient:
     def _reject(answer: Answer, what: str) -> StoreRejected:
         return StoreRejected(f"{what}: HTTP {answer.status} {answer.text[:300]}")
 
+    def _get_or_none(
+        self, model: type[_Answer], path: str, what: str, params: dict[str, str] | None = None
+    ) -> _Answer | None:
+        """GET ``path`` as ``model``; None on 404, StoreRejected on another answer."""
+        answer = self._send("GET", path, params=params)
+        if answer.status == 404:
+            return None
+        if answer.status != 200:
+            raise self._reject(answer, f"GET {path}")
+        try:
+            return model.model_validate_json(answer.content)
+        except ValidationError as exc:
+            raise StoreRejected(f"engine store sent an invalid {what} for {path}: {exc}") from exc
+
     def get_manifest(self, key: str, tuning: str | None = None) -> EngineManifest | None:
         """The stored manifest of ``key`` tuned under ``tuning`` (a ``TuningTag.label()``) when
         the store has one, else one of another tuning; None when the store has none."""
         params = {"tuning": tuning} if tuning is not None else None
-        answer = self._send("GET", f"/api/v1/engines/{key}", params=params)
-        if answer.status == 404:
-            return None
-        if answer.status != 200:
-            raise self._reject(answer, f"GET engine {key[:12]}")
-        try:
-            return EngineManifest.model_validate_json(answer.content)
-        except ValidationError as exc:
-            raise StoreRejected(f"engine store sent an invalid manifest for {key}: {exc}") from exc
+        return self._get_or_none(EngineManifest, f"/api/v1/engines/{key}", "manifest", params)
 
     def put_manifest(self, manifest: EngineManifest) -> None:
         """Store ``manifest`` under its tuning (this releases that (key, tuning) build lease)."""
@@ -122,15 +130,7 @@ class StoreClient:
 
     def build_failure(self, key: str) -> BuildFailureOut | None:
         """Why TensorRT could not build ``key`` on a twin, if the store remembers that."""
-        answer = self._send("GET", f"/api/v1/engines/{key}/failure")
-        if answer.status == 404:
-            return None
-        if answer.status != 200:
-            raise self._reject(answer, f"GET failure of engine {key[:12]}")
-        try:
-            return BuildFailureOut.model_validate_json(answer.content)
-        except ValidationError as exc:
-            raise StoreRejected(f"engine store sent an invalid failure for {key}: {exc}") from exc
+        return self._get_or_none(BuildFailureOut, f"/api/v1/engines/{key}/failure", "failure")
 
     def report_build_failure(self, key: str, report: BuildFailure) -> None:
         """Tell the store that TensorRT could not build ``key`` here (for the twins)."""

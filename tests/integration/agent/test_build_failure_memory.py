@@ -24,14 +24,14 @@ from controller.demo.sample_models import classifier
 from controller.server import Controller
 from shared.delegate import DelegateConfig
 from shared.engines import BuildFailure
-from shared.messages import DeviceFacts, Event, GpuFacts, ReportedState, SlotPhase
+from shared.messages import DeviceFacts, Event, ReportedState, SlotPhase
 from shared.topics import Topics
 from tests.integration.agent.artifact_server import ArtifactServer
 from tests.integration.agent.test_agent_mqtt import DEVICE, Observer, desired, infer, settings_for
 from tests.integration.agent.test_agent_mqtt import _clean_env as _clean_env
 from tests.integration.agent.test_agent_mqtt import observer as observer
 from tests.integration.agent.test_agent_mqtt import topics as topics
-from tests.integration.agent.test_tensorrt_fallback import TensorRTAgent
+from tests.integration.agent.test_tensorrt_fallback import tensorrt_agent, tensorrt_facts
 from tests.integration.controller.conftest import admin_token, bearer, new_token
 from tests.integration.controller.device_reports import report_facts
 
@@ -42,13 +42,7 @@ PARSER = (
 
 
 def rtx(hostname: str) -> DeviceFacts:
-    return probe_facts().model_copy(
-        update={
-            "hostname": hostname,
-            "tensorrt_version": "10.3.0",
-            "gpu": GpuFacts(name="NVIDIA RTX A2000", compute_capability="8.6"),
-        }
-    )
+    return tensorrt_facts(hostname)
 
 
 @pytest.fixture
@@ -105,7 +99,7 @@ def test_a_twin_serves_on_onnxruntime_without_building_a_remembered_failure(
         update={"controller_url": controller.http_url, "api_token": SecretStr(token)}
     )
     v1 = artifact_server.add("v1.onnx", classifier(seed=1))
-    twin = TensorRTAgent.with_settings(settings, rtx(DEVICE))
+    twin = tensorrt_agent(settings, rtx(DEVICE))
     try:
         observer.publish_desired(desired(1, "1", v1))
         reported = observer.wait_for(

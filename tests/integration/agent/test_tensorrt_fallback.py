@@ -12,13 +12,11 @@ Runtime."""
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import httpx
 import pytest
 
-from agent.daemon import AgentDaemon
 from agent.hardware.facts import probe_facts
 from agent.settings import AgentSettings
 from controller.demo.sample_models import classifier
@@ -32,6 +30,7 @@ from shared.messages import (
     SlotPhase,
 )
 from shared.topics import Topics
+from tests.agent_runner import RunningAgent
 from tests.integration.agent.artifact_server import ArtifactServer
 from tests.integration.agent.test_agent_mqtt import (
     Observer,
@@ -44,41 +43,20 @@ from tests.integration.agent.test_agent_mqtt import observer as observer
 from tests.integration.agent.test_agent_mqtt import topics as topics
 
 
-class TensorRTAgent:
-    """The agent daemon with runtime ``tensorrt`` on a thread, stopped by :meth:`stop`."""
+def tensorrt_facts(hostname: str | None = None) -> DeviceFacts:
+    """This machine's facts, as a device with TensorRT 10.3 and an RTX A2000 reports them."""
+    update: dict[str, object] = {
+        "tensorrt_version": "10.3.0",
+        "gpu": GpuFacts(name="NVIDIA RTX A2000", compute_capability="8.6"),
+    }
+    if hostname is not None:
+        update["hostname"] = hostname
+    return probe_facts().model_copy(update=update)
 
-    def __init__(self, settings_dir: Path, broker: str, topics: Topics) -> None:
-        facts = probe_facts().model_copy(
-            update={
-                "tensorrt_version": "10.3.0",
-                "gpu": GpuFacts(name="NVIDIA RTX A2000", compute_capability="8.6"),
-            }
-        )
-        self._start(settings_for(broker, topics, settings_dir), facts)
 
-    @classmethod
-    def with_settings(cls, settings: AgentSettings, facts: DeviceFacts) -> TensorRTAgent:
-        agent = cls.__new__(cls)
-        agent._start(settings, facts)
-        return agent
-
-    def _start(self, settings: AgentSettings, facts: DeviceFacts) -> None:
-        self.daemon = AgentDaemon(settings, facts, runtime="tensorrt")
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            self.daemon.run()
-        except BaseException as exc:
-            self.error = exc
-
-    def stop(self) -> None:
-        self.daemon.request_stop()
-        self.thread.join(60)
-        assert not self.thread.is_alive(), "agent did not stop"
-        assert self.error is None, f"agent failed: {self.error!r}"
+def tensorrt_agent(settings: AgentSettings, facts: DeviceFacts | None = None) -> RunningAgent:
+    """The agent daemon with runtime ``tensorrt`` on a thread (``stop`` stops it)."""
+    return RunningAgent(settings, facts or tensorrt_facts(), runtime="tensorrt")
 
 
 @pytest.fixture
@@ -105,7 +83,7 @@ def test_a_version_tensorrt_cannot_build_serves_on_onnxruntime_and_says_why(
     tmp_path: Path,
 ) -> None:
     v1 = artifact_server.add("v1.onnx", classifier(seed=1))
-    agent = TensorRTAgent(tmp_path, mosquitto, topics)
+    agent = tensorrt_agent(settings_for(mosquitto, topics, tmp_path))
     try:
         observer.publish_desired(desired(1, "1", v1))
         reported = observer.wait_for(ReportedState, serving, "classifier 1 serving", 60)
@@ -129,7 +107,7 @@ def test_a_version_tensorrt_cannot_build_serves_on_onnxruntime_and_says_why(
 
     with observer.cond:
         observer.messages.clear()  # what the restarted agent says, only
-    again = TensorRTAgent(tmp_path, mosquitto, topics)  # restart: served from the journal
+    again = tensorrt_agent(settings_for(mosquitto, topics, tmp_path))  # restart: from the journal
     try:
         restored = observer.wait_for(
             ReportedState,
@@ -155,7 +133,7 @@ def test_fallback_none_fails_the_slot_with_tensorrts_reason(
     tmp_path: Path,
 ) -> None:
     v1 = artifact_server.add("v1.onnx", classifier(seed=1))
-    agent = TensorRTAgent(tmp_path, mosquitto, topics)
+    agent = tensorrt_agent(settings_for(mosquitto, topics, tmp_path))
     try:
         observer.publish_desired(with_config(desired(1, "1", v1), DelegateConfig(fallback="none")))
         failed = observer.wait_for(
