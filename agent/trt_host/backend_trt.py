@@ -142,6 +142,7 @@ class LaneContext(engine_module.Context):
         self.activation_size = 0
         self.generation = -1
         self.buffers = {}
+        self.allocator = None
 
     def close(self) -> None:
         """Drop the context and its I/O buffers; the lane's memory and stream are the arena's."""

@@ -8,6 +8,14 @@ Per release (:class:`~.versions.Capabilities.memory_mode`, tensorrt-notes.md §2
 - >= 10.1: ``create_execution_context(strategy=USER_MANAGED)``, then
   ``context.set_device_memory(ptr, size)`` with ``engine.device_memory_size_v2`` bytes.
 
+Engines with data-dependent output shapes (NonZero, NonMaxSuppression): such an output is sized
+by TensorRT through an ``IOutputAllocator`` (:mod:`.output_alloc`) and answered in the shape the
+run notified, ``[0, ...]`` included. Where TensorRT cannot create a context on user-managed
+memory for an engine (8.6.0 logged ``vector::_M_range_check`` for engines with
+NonMaxSuppression, issue 30), its contexts are created with ``create_execution_context()``
+instead, TensorRT allocating their activation memory itself (said on stderr, and by
+:attr:`Engine.self_managed`).
+
 ``set_input_shape`` answering False raises :class:`EngineError` with TensorRT's own logged words.
 Copies go through the :mod:`.cudart` binding (passed in, so the conformance suite can record
 them) with named ``cudaMemcpyKind`` constants. Device buffers grow only, so steady serving
@@ -18,6 +26,7 @@ are its own); :meth:`Engine.close` drops contexts before the engine (§2.8).
 from __future__ import annotations
 
 import gc
+import sys
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
@@ -26,6 +35,7 @@ import numpy as np
 from . import cudart as cuda
 from . import plan_header
 from .dtypes import to_numpy
+from .output_alloc import make_allocator
 from .trt_logger import make_logger
 from .versions import MEMORY_V1_PROPERTY, MEMORY_V2, Capabilities
 
@@ -71,6 +81,8 @@ class Engine:
             raise EngineError("TensorRT refused the plan: " + _reason(self.logger))
         self.engine: Any = engine
         self.contexts: List[Context] = []
+        self.self_managed = False
+        """True once TensorRT refused a context on user-managed memory: contexts own theirs."""
         tensors: List[TensorInfo] = []
         for i in range(int(engine.num_io_tensors)):
             name = str(engine.get_tensor_name(i))
@@ -100,13 +112,32 @@ class Engine:
     def refittable(self) -> bool:
         return bool(self.engine.refittable)
 
+    def _user_managed_context(self) -> Tuple[Any, str]:
+        """A context without activation memory of its own, or (None, TensorRT's reason)."""
+        try:
+            if self.caps.memory_mode == MEMORY_V1_PROPERTY:
+                ctx = self.engine.create_execution_context_without_device_memory()
+            else:
+                strategy = self.trt.ExecutionContextAllocationStrategy.USER_MANAGED
+                ctx = self.engine.create_execution_context(strategy=strategy)
+        except (RuntimeError, IndexError) as exc:  # pybind11's std::exception, std::out_of_range
+            return None, "%s: %s" % (type(exc).__name__, exc)
+        return ctx, "" if ctx is not None else _reason(self.logger)
+
     def new_context(self) -> Any:
-        """A raw execution context that allocates no activation memory of its own."""
-        if self.caps.memory_mode == MEMORY_V1_PROPERTY:
-            ctx = self.engine.create_execution_context_without_device_memory()
-        else:
-            strategy = self.trt.ExecutionContextAllocationStrategy.USER_MANAGED
-            ctx = self.engine.create_execution_context(strategy=strategy)
+        """A raw execution context that allocates no activation memory of its own where TensorRT
+        allows it; else one that does (:attr:`self_managed`)."""
+        if not self.self_managed:
+            ctx, why = self._user_managed_context()
+            if ctx is not None:
+                return ctx
+            print(
+                "trt host: TensorRT could not create an execution context on user-managed "
+                "memory (%s); this engine's contexts allocate their own activation memory" % why,
+                file=sys.stderr,
+            )
+            self.self_managed = True
+        ctx = self.engine.create_execution_context()
         if ctx is None:
             raise EngineError(
                 "TensorRT could not create an execution context: " + _reason(self.logger)
@@ -114,7 +145,10 @@ class Engine:
         return ctx
 
     def bind_memory(self, ctx: Any, ptr: int, size: int) -> None:
-        """Point ``ctx`` at ``size`` bytes of activation memory at ``ptr`` (256-byte aligned)."""
+        """Point ``ctx`` at ``size`` bytes of activation memory at ``ptr`` (256-byte aligned);
+        nothing for contexts that own theirs."""
+        if self.self_managed:
+            return
         if self.caps.memory_mode == MEMORY_V2:
             ctx.set_device_memory(ptr, size)
         else:
@@ -142,11 +176,12 @@ class Context:
         self.owner = engine
         self.cuda = engine.cuda
         self.ctx: Any = engine.new_context()
-        self.activation_size = max(engine.activation_bytes, 256)
-        self.activation = int(self.cuda.malloc(self.activation_size))
+        self.activation_size = 0 if engine.self_managed else max(engine.activation_bytes, 256)
+        self.activation = int(self.cuda.malloc(self.activation_size)) if self.activation_size else 0
         engine.bind_memory(self.ctx, self.activation, self.activation_size)
         self.stream = int(self.cuda.stream_create())
         self.buffers: Dict[str, Tuple[int, int]] = {}
+        self.allocator: Any = None
 
     def _buffer(self, name: str, nbytes: int) -> int:
         ptr, size = self.buffers.get(name, (0, 0))
@@ -182,20 +217,53 @@ class Context:
                 ptr, host.ctypes.data, host.nbytes, cuda.MEMCPY_HOST_TO_DEVICE, self.stream
             )
             self._bind(name, ptr)
-        results: Dict[str, np.ndarray] = {}
+        sized: Dict[str, np.ndarray] = {}
+        by_tensorrt: List[TensorInfo] = []
         for info in engine.outputs:
-            out = np.empty(tuple(int(d) for d in self.ctx.get_tensor_shape(info.name)), info.dtype)
+            shape = tuple(int(d) for d in self.ctx.get_tensor_shape(info.name))
+            if any(d < 0 for d in shape):  # data-dependent: TensorRT sizes it during the run
+                self._allocate_by_tensorrt(info.name)
+                by_tensorrt.append(info)
+                continue
+            out = np.empty(shape, info.dtype)
             self._bind(info.name, self._buffer(info.name, out.nbytes))
-            results[info.name] = out
+            sized[info.name] = out
         if not self.ctx.execute_async_v3(stream_handle=self.stream):
             raise EngineError("TensorRT execute_async_v3 failed: " + _reason(engine.logger))
-        for name, out in results.items():
-            ptr = self.buffers[name][0]
-            self.cuda.memcpy_async(
-                out.ctypes.data, ptr, out.nbytes, cuda.MEMCPY_DEVICE_TO_HOST, self.stream
-            )
+        copies = [(out, self.buffers[name][0]) for name, out in sized.items()]
+        if by_tensorrt:
+            self.cuda.stream_synchronize(self.stream)  # the notified shapes are final now
+            for info in by_tensorrt:
+                out = np.empty(self._notified_shape(info.name), info.dtype)
+                copies.append((out, self.allocator.buffers.get(info.name, (0, 0))[0]))
+                sized[info.name] = out
+        for out, ptr in copies:
+            if out.nbytes:
+                self.cuda.memcpy_async(
+                    out.ctypes.data, ptr, out.nbytes, cuda.MEMCPY_DEVICE_TO_HOST, self.stream
+                )
         self.cuda.stream_synchronize(self.stream)
-        return results
+        return {info.name: sized[info.name] for info in engine.outputs}
+
+    def _allocate_by_tensorrt(self, name: str) -> None:
+        """Hand output ``name`` to this context's ``IOutputAllocator`` (made on first need)."""
+        if self.allocator is None:
+            self.allocator = make_allocator(self.owner.trt, self.cuda.malloc, self.cuda.free)
+        self.allocator.shapes.pop(name, None)
+        if not self.ctx.set_output_allocator(name, self.allocator):
+            raise EngineError(
+                "TensorRT refused an output allocator for %r: %s"
+                % (name, _reason(self.owner.logger))
+            )
+
+    def _notified_shape(self, name: str) -> Tuple[int, ...]:
+        shape: Optional[Tuple[int, ...]] = self.allocator.shapes.get(name)
+        if shape is None or any(d < 0 for d in shape):
+            raise EngineError(
+                "TensorRT did not say the shape of output %r after the run: %s"
+                % (name, _reason(self.owner.logger))
+            )
+        return shape
 
     def _bind(self, name: str, ptr: int) -> None:
         """``set_tensor_address``, whose False (a misaligned or refused address) used to surface
@@ -215,12 +283,16 @@ class Context:
         for ptr, _ in self.buffers.values():
             self.cuda.free(ptr)
         self.buffers = {}
+        if self.allocator is not None:
+            self.allocator.release()
+            self.allocator = None
         return True
 
     def close(self) -> None:
         """:meth:`drop`, then free this context's own activation memory and stream."""
         if self.drop():
-            self.cuda.free(self.activation)
+            if self.activation:
+                self.cuda.free(self.activation)
             self.cuda.stream_destroy(self.stream)
 
 
