@@ -35,8 +35,10 @@ MEMORY_WORDS = (
     "cannot allocate memory",
     "no space left on device",
     "exited -9",
+    "killed by sigkill",
 )
-"""Words of a failure that was about memory or space, not the model (lower case)."""
+"""Words of a failure that was about memory or space, not the model (lower case). A build
+SIGKILLed is the kernel's OOM killer's (or a person's) doing: ``build_runner.exit_summary``."""
 NOT_THE_MODEL = ("cancelled", "agent is stopping")
 REFUSED_HERE = "TensorRT build refused"
 """The summary of a build refused before it started (``agent.engines.build_runner.run_build``)."""

@@ -78,6 +78,18 @@ def _rss(process: psutil.Process) -> int:
     return total
 
 
+def exit_summary(module: str, returncode: int) -> str:
+    """How a failed builder ended: ``exited N``, or ``was killed by SIGSEGV (signal 11)`` (its
+    own words of a crash inside TensorRT's builder: issue 30)."""
+    if returncode >= 0:
+        return f"{module} exited {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = "an unknown signal"
+    return f"{module} was killed by {name} (signal {-returncode})"
+
+
 def _kill_group(proc: subprocess.Popen[str]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -178,7 +190,7 @@ def run_build(
         raise BuildFailed(stopped, list(errors))
     if proc.returncode != 0:
         request.output_path.unlink(missing_ok=True)
-        raise BuildFailed(f"{module} exited {proc.returncode}", list(errors))
+        raise BuildFailed(exit_summary(module, proc.returncode), list(errors))
     if not request.output_path.is_file():
         raise BuildFailed(f"{module} exited 0 without writing the engine", list(errors))
     return BuildOutcome(output=request.output_path, seconds=seconds, peak_rss_bytes=peak)

@@ -8,6 +8,7 @@ import numpy as np
 import psutil
 import pytest
 
+from agent.engines.build_failures import remembered
 from agent.engines.build_protocol import BuildRequest
 from agent.engines.build_runner import BUILDERS, BuildFailed, run_build
 from agent.runtimes.base import warm_up
@@ -65,6 +66,16 @@ def test_timeout_kills_the_child_and_fails_the_build(tmp_path: Path) -> None:
     assert progress == [10.0]
     pid = int(req.output_path.with_suffix(".pid").read_text())
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_builder_killed_by_a_signal_fails_naming_it_and_leaves_no_engine(tmp_path: Path) -> None:
+    req = request(tmp_path, classifier())
+    with pytest.raises(BuildFailed) as failed:
+        run_build("tests.integration.agent.crashing_builder", req, timeout_s=60)
+    assert "was killed by SIGSEGV (signal 11)" in str(failed.value)
+    assert not req.output_path.exists()  # the half-written engine is gone
+    assert list(req.output_path.parent.iterdir()) == []  # and so is the request file
+    assert remembered(failed.value)  # the model's failure: twins will not build it again
 
 
 def test_cancel_stops_the_child(tmp_path: Path) -> None:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from agent.engines.build_failures import REASON_CHARS, remembered, words
-from agent.engines.build_runner import BuildFailed
+from agent.engines.build_runner import BuildFailed, exit_summary
 
 
 @pytest.mark.parametrize(
     "failure",
     [
         BuildFailed("agent.trt_host.build_child exited 1", ["[E] INVALID_NODE: NonZero"]),
-        BuildFailed("agent.trt_host.build_child exited -11", []),
+        BuildFailed(exit_summary("agent.trt_host.build_child", -11), []),
         BuildFailed("build timed out after 1800 s and was killed", []),
     ],
 )
@@ -26,7 +26,7 @@ def test_the_models_failures_are_remembered(failure: BuildFailed) -> None:
     [
         BuildFailed("TensorRT build refused", ["no Python here can import tensorrt"]),
         BuildFailed("agent.trt_host.build_child exited 1", ["Cuda Runtime (out of memory)"]),
-        BuildFailed("agent.trt_host.build_child exited -9", []),
+        BuildFailed(exit_summary("agent.trt_host.build_child", -9), []),  # OOM killer
         BuildFailed("build cancelled: the agent is stopping", []),
     ],
 )

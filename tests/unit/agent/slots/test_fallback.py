@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.engines.build_runner import BuildFailed
+from agent.engines.build_runner import BuildFailed, exit_summary
 from agent.errors import DownloadError, ModelLoadError, StateDirError
 from agent.slots.fallback import REASON_CHARS, fallback_delegate, fallback_reason
 from agent.swap.hotswap import AdmissionRefused, ValidationFailed
@@ -29,8 +29,10 @@ DEFAULT = DelegateConfig()
             "IIfConditionalOutputLayer inputs must have the same shape",
         ),
         (
-            BuildFailed("agent.trt_host.build_child exited -11", ["parsing node 812 (NonZero)"]),
-            "exited -11",
+            BuildFailed(
+                exit_summary("agent.trt_host.build_child", -11), ["parsing node 812 (NonZero)"]
+            ),
+            "killed by SIGSEGV",
         ),
         (BuildFailed("build timed out after 1800 s and was killed", []), "timed out"),
         (
@@ -53,7 +55,7 @@ def test_the_models_failures_fall_back_in_tensorrts_words(error: Exception, word
     "error",
     [
         BuildFailed("agent.trt_host.build_child exited 1", ["Cuda Runtime (out of memory)"]),
-        BuildFailed("agent.trt_host.build_child exited -9", []),  # the kernel's OOM killer
+        BuildFailed(exit_summary("agent.trt_host.build_child", -9), []),  # the OOM killer
         BuildFailed("build cancelled: the agent is stopping", []),
         ModelLoadError("std::bad_alloc while deserialising the plan"),
         AdmissionRefused("classifier 2: needs 900 MiB, 300 MiB free"),
