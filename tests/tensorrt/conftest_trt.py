@@ -39,3 +39,19 @@ def skip_without_tensorrt() -> None:
     reason = tensorrt_here()
     if reason is not None:
         pytest.skip(reason, allow_module_level=True)
+
+
+def tensorrt_version() -> str:
+    """The version of TensorRT the TensorRT interpreter imports (call after the skip)."""
+    from agent.engines.trt_interpreter import tensorrt_launch
+
+    launch = tensorrt_launch(for_build=True)
+    done = subprocess.run(
+        [launch.interpreter, "-c", "import tensorrt; print(tensorrt.__version__)"],
+        capture_output=True,
+        text=True,
+        cwd=launch.pythonpath,
+        env={"PYTHONPATH": launch.pythonpath, "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
+    return done.stdout.strip()

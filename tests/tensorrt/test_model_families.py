@@ -1,0 +1,128 @@
+"""Every model family serves on real TensorRT: built, or fallen back to ONNX Runtime for reasons
+TensorRT gives, and the answers match the controller's reference outputs (issue 30, item 4).
+
+Each family of :mod:`tests.model_families` goes the agent's way: the controller's reference
+outputs for the shapes and inputs an operator pushes (``reference_npz`` with ``--shape`` and
+``--inputs``), the delegate config the controller resolves (its default shape profile from those
+shapes), the agent's TensorRT build child (:func:`agent.engines.build_runner.run_build`, which
+prepares the model for TensorRT first), the TensorRT host, and the agent's validation; where the
+build, the load or the validation fails, :func:`agent.slots.fallback.fallback_reason` must call it
+a fallback and ONNX Runtime (the fallback's providers) must then pass the same validation. A model
+that serves on neither fails the test: ``failed`` stays 0.
+
+With ``JETFLEET_FAMILY_RESULTS`` set to a file, one JSON line per model is appended (release,
+outcome, reason, build seconds, the analyzer's prediction) for ``bench/model_families.py``.
+
+Marked ``tensorrt``: skips with the reason where no TensorRT interpreter and CUDA device exist.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agent.engines.build_protocol import BuildRequest
+from agent.engines.build_runner import BUILDERS, run_build
+from agent.errors import AgentError
+from agent.runtimes.loading import load_engine
+from agent.slots.fallback import fallback_delegate, fallback_reason
+from agent.swap.hotswap import ValidationFailed
+from agent.swap.validation import parse_reference, validate
+from controller.analysis.reference_outputs import reference_npz
+from shared.delegate import DelegateConfig, ShapeProfile
+from shared.warmup_inputs import WarmupSpec
+from tests.model_families import FamilyModel, families, feeds
+
+pytestmark = pytest.mark.tensorrt
+
+from tests.tensorrt.conftest_trt import skip_without_tensorrt, tensorrt_version  # noqa: E402
+
+skip_without_tensorrt()
+
+NO_LIBRARIES = ("CUBLAS", "CUBLAS_LT", "CUDNN")
+RELEASE = tensorrt_version()
+
+
+def config_for(family: FamilyModel) -> DelegateConfig:
+    """What the controller resolves for a config that sets only the tactic sources this host
+    has: a shape profile min = opt = max from the pushed shapes for every input (the default
+    profile), fp16 where the model's own inputs are fp16."""
+    sample = feeds(family)
+    fp16 = any(array.dtype == np.float16 for array in sample.values())
+    profiles = [ShapeProfile(input=n, min=s, opt=s, max=s) for n, s in family.shapes.items()]
+    return DelegateConfig.model_validate(
+        {
+            "disabled_tactic_sources": NO_LIBRARIES,
+            "shapes": [p.model_dump() for p in profiles],
+            "precision": "fp16" if fp16 else "fp32",
+        }
+    )
+
+
+def serve_on_tensorrt(
+    tmp_path: Path, source: Path, config: DelegateConfig, reference: object
+) -> float:
+    """Build, load and validate on TensorRT as the agent does; the build's seconds."""
+    request = BuildRequest(onnx_path=source, output_path=tmp_path / "engine", config=config)
+    started = time.monotonic()
+    try:
+        built = run_build(BUILDERS["tensorrt"], request, 540)
+    finally:
+        seconds = time.monotonic() - started
+    model = load_engine("tensorrt", built.output, delegate=config)
+    try:
+        report = validate(model, reference, config.precision, profile_opt=opt_of(config))  # type: ignore[arg-type]
+    finally:
+        model.close()
+    if report.problems:
+        raise ValidationFailed("; ".join(report.problems))
+    return seconds
+
+
+def opt_of(config: DelegateConfig) -> dict[str, tuple[int, ...]]:
+    return {p.input: p.opt for p in config.shapes}
+
+
+@pytest.mark.parametrize("family", families(), ids=lambda f: f.name)
+def test_the_family_serves_on_tensorrt_or_falls_back_and_matches_the_reference(
+    tmp_path: Path, family: FamilyModel
+) -> None:
+    source = tmp_path / "model.onnx"
+    source.write_bytes(family.data)
+    given = WarmupSpec(shapes=family.shapes, values=family.values)
+    reference = parse_reference(reference_npz(family.data, given=given, sample=feeds(family)))
+    config = config_for(family)
+    outcome, reason, seconds = "built", "", None
+    failure: AgentError | None = None
+    try:
+        seconds = serve_on_tensorrt(tmp_path, source, config, reference)
+    except AgentError as exc:
+        failure = exc
+    if failure is not None:
+        why = fallback_reason(failure, config, "tensorrt")
+        assert why is not None, f"TensorRT failed and the slot would not fall back: {failure}"
+        outcome, reason = "fell_back", why
+        model = load_engine("onnxruntime", source, delegate=fallback_delegate(config))
+        try:
+            report = validate(model, reference, "fp32", profile_opt=opt_of(config))
+        finally:
+            model.close()
+        assert report.problems == [], "ONNX Runtime does not serve it either: failed"
+    line = {
+        "tensorrt": RELEASE,
+        "model": family.name,
+        "family": family.family,
+        "outcome": outcome,
+        "reason": reason,
+        "build_seconds": None if seconds is None else round(seconds, 2),
+    }
+    print("FAMILY " + json.dumps(line))
+    results = os.environ.get("JETFLEET_FAMILY_RESULTS")
+    if results:
+        with open(results, "a", encoding="utf-8") as out:
+            out.write(json.dumps(line) + "\n")
