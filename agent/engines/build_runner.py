@@ -32,6 +32,7 @@ from typing import IO
 import psutil
 
 from agent.engines.build_protocol import BuildRequest, parse_progress
+from agent.engines.onnx_rewrite import prepared_onnx
 from agent.engines.trt_config import TrtConfigError, host_build_request
 from agent.engines.trt_interpreter import HOST_BUILDER, tensorrt_launch
 from agent.errors import ModelLoadError, PermanentError
@@ -111,6 +112,7 @@ def run_build(
     request.output_path.unlink(missing_ok=True)
     request_file = request.output_path.with_name(request.output_path.name + ".request.json")
     interpreter, env, cwd = sys.executable, None, None
+    prepared: Path | None = None  # the model rewritten for TensorRT (onnx_rewrite), if it was
     if module == HOST_BUILDER:
         try:
             payload = json.dumps(host_build_request(request))
@@ -119,6 +121,10 @@ def run_build(
             raise BuildFailed("TensorRT build refused", [str(exc)]) from exc
         interpreter, env = launch.interpreter, {**os.environ, "PYTHONPATH": launch.pythonpath}
         cwd = launch.pythonpath  # ``-m`` puts the working directory first on the child's path
+        source = prepared_onnx(request, on_progress)
+        if source != request.onnx_path:
+            prepared, request = source, request.model_copy(update={"onnx_path": source})
+            payload = json.dumps(host_build_request(request))
     else:
         payload = request.model_dump_json()
     request_file.write_text(payload)
@@ -184,6 +190,8 @@ def run_build(
             if stream is not None:
                 stream.close()
         request_file.unlink(missing_ok=True)
+        if prepared is not None:
+            prepared.unlink(missing_ok=True)
     seconds = time.monotonic() - started
     if stopped is not None:
         request.output_path.unlink(missing_ok=True)

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.engines.onnx_rewrite import WireError, fold_constant_dequantize
 from agent.engines.trt_interpreter import tensorrt_launch
 from agent.errors import InferenceError, ModelLoadError
 from agent.runtimes.base import TensorSpec
@@ -76,11 +77,22 @@ class TrtHostModel:
         return self.model.infer(feeds)
 
     def refit_from_onnx(self, onnx_path: Path) -> None:
-        """New weights in place (the caller has drained the model); ModelLoadError if refused."""
-        try:
-            self.model.call(p.REFIT, {"onnx": str(onnx_path.absolute())}, PROFILE_TIMEOUT_S)
-        except InferenceError as exc:
-            raise ModelLoadError(f"refit of {self.model.path.name} refused: {exc}") from exc
+        """New weights in place (the caller has drained the model); ModelLoadError if refused.
+        The new version is prepared as its build was (constant DequantizeLinear folded,
+        :mod:`agent.engines.onnx_rewrite`), so the weights carry the names the engine has."""
+        with tempfile.TemporaryDirectory(prefix="jetfleet-refit-") as tmp:
+            data = onnx_path.read_bytes()
+            try:
+                folded, changed = fold_constant_dequantize(data)
+            except WireError as exc:
+                raise ModelLoadError(f"refit of {self.model.path.name} refused: {exc}") from exc
+            if changed:
+                onnx_path = Path(tmp) / "prepared.onnx"
+                onnx_path.write_bytes(folded)
+            try:
+                self.model.call(p.REFIT, {"onnx": str(onnx_path.absolute())}, PROFILE_TIMEOUT_S)
+            except InferenceError as exc:
+                raise ModelLoadError(f"refit of {self.model.path.name} refused: {exc}") from exc
 
     def profile_layers(
         self, feeds: Mapping[str, np.ndarray], runs: int, warmups: int
