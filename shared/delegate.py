@@ -123,6 +123,14 @@ class DelegateConfig(_Frozen):
     shapes: tuple[ShapeProfile, ...] = Field(
         default=(), description="Optimisation profiles for dynamic inputs."
     )
+    default_shapes: tuple[str, ...] = Field(
+        default=(),
+        exclude=True,
+        description="Inputs whose profile in shapes is not the config's but the controller's "
+        "default, from the shapes the version was pushed with (shared.default_profile); set by "
+        "the controller, never by a config layer. Kept in the controller (provenance says it), "
+        "never serialised: agents that predate it refuse unknown fields in a desired document.",
+    )
     max_aux_streams: int | None = Field(
         default=None, ge=0, description="Auxiliary streams per context; 0 = single stream."
     )
@@ -161,6 +169,22 @@ class DelegateConfig(_Frozen):
     )
     onnxruntime: OrtOptions = Field(default_factory=OrtOptions)
 
+    def profile_note(self) -> str:
+        """`` with shape profile x=1x3x224x224`` (``x=1x3x224x224..4x3x224x224`` for a range)
+        for a build event: what the engine is built for ('' without profiles)."""
+
+        def text(shape: tuple[int, ...]) -> str:
+            return "x".join(map(str, shape))
+
+        named = [
+            f"{p.input}={text(p.opt)}" if p.min == p.opt == p.max else
+            f"{p.input}={text(p.min)}..{text(p.max)} (opt {text(p.opt)})"
+            for p in self.shapes
+        ]  # fmt: skip
+        if not named:
+            return ""
+        return f" with shape profile{'s' if len(named) > 1 else ''} {', '.join(named)}"
+
 
 BUILD_FIELDS = (
     "runtime",
@@ -184,7 +208,8 @@ key only when set away from their default, so every engine built before they exi
 key (and is not rebuilt across the fleet by an upgrade)."""
 
 
-def _dynamic(dim: Dim) -> bool:
+def is_dynamic(dim: Dim) -> bool:
+    """Whether ``dim`` is dynamic: a symbolic name or a negative size."""
     return isinstance(dim, str) or dim < 0
 
 
@@ -195,11 +220,14 @@ def check_config(
     has_qdq: bool,
     dla_cores: int | None,
     device_class: str = "this device",
+    no_default: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Mistakes in ``config`` for a model with ``inputs`` on a device with ``dla_cores``.
 
-    ``dla_cores`` None means unknown (not checked). Returns one sentence per problem, each
-    saying what to change; an empty list means the config is buildable as far as can be told.
+    ``dla_cores`` None means unknown (not checked). ``no_default``: input → why the shape its
+    version was pushed with cannot be its default profile (``shared.default_profile``), said
+    with the input's missing profile. Returns one sentence per problem, each saying what to
+    change; an empty list means the config is buildable as far as can be told.
     """
     problems: list[str] = []
     if config.precision == "int8" and not config.calibration_cache_sha256 and not has_qdq:
@@ -236,7 +264,7 @@ def check_config(
             )
             continue
         for axis, dim in enumerate(dims):
-            if _dynamic(dim):
+            if is_dynamic(dim):
                 continue
             if not profile.min[axis] == profile.opt[axis] == profile.max[axis] == dim:
                 problems.append(
@@ -244,8 +272,14 @@ def check_config(
                     "and must be the same in min/opt/max"
                 )
     for name, dims in sorted(inputs.items()):
-        if any(_dynamic(d) for d in dims) and name not in seen and config.runtime != "onnxruntime":
+        if (
+            any(is_dynamic(d) for d in dims)
+            and name not in seen
+            and config.runtime != "onnxruntime"
+        ):
+            why = (no_default or {}).get(name)
             problems.append(
                 f"input {name!r} has dynamic dimensions {list(dims)}: add a shape profile"
+                + (f" ({why})" if why else "")
             )
     return problems

@@ -331,7 +331,7 @@ class EngineResolver:
         self._emit(
             "build_started",
             slot,
-            f"building {identity.runtime} engine {key[:12]}",
+            f"building {identity.runtime} engine {key[:12]}{config.profile_note()}",
             engine_key=key,
             runtime=identity.runtime,
         )

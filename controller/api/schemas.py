@@ -258,6 +258,7 @@ class ResolvedConfigOut(ApiModel):
     delegate: DelegateConfig
     provenance: dict[str, str] = Field(
         description="Per field (onnxruntime.<option> for ORT options): default, class=..., "
-        "selector=... or device=..., the scope that set it."
+        "selector=... or device=..., the scope that set it; shapes (and default_shapes) also "
+        "name the default profiles taken from the version's warm-up shapes, and their source."
     )
     problems: list[str] = Field(description="What check_config says to fix before a build.")

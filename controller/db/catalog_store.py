@@ -202,6 +202,7 @@ def _version(mv: ModelVersion, art: Artifact) -> VersionRecord:
         analysis_state=state,
         analysis_error=error,
         warmup_given=dict(warmup.get("given") or {}),
+        reference_shapes=dict(warmup.get("reference_shapes") or {}),
         reference_error=warmup.get("reference_error"),
         warmup_unknown=bool(warmup.get("unknown", False)),
     )

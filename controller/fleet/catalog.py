@@ -24,6 +24,7 @@ from controller.errors import Conflict, InvalidInput, InvalidModel, InvalidRefer
 from controller.fleet.desired import artifact_url
 from controller.records import VersionRecord, VersionView
 from shared.messages import MODEL_NAME_PATTERN, VERSION_PATTERN, ArtifactRef
+from shared.reference_layout import read_layout
 from shared.warmup_inputs import WarmupSpec
 
 logger = logging.getLogger(__name__)
@@ -155,7 +156,10 @@ class Catalog:
         try:
             if given.empty:
                 return self._compute_reference(model), warmup
-            return self._compute_reference(model, given=given, sample=sample), warmup
+            reference = self._compute_reference(model, given=given, sample=sample)
+            if sample is not None:  # the operator's input arrays: shapes a default profile takes
+                warmup["reference_shapes"] = input_shapes(reference)
+            return reference, warmup
         except ReferenceOutputsError as exc:
             unknown = isinstance(exc, InputsRefused)
             logger.warning(
@@ -248,8 +252,8 @@ class Catalog:
             store_reference(self._store, record.sha256, onnx_bytes, npz_bytes)
         except ReferenceOutputsError as exc:
             raise InvalidReference(str(exc)) from exc
-        if record.warmup_unknown or record.reference_error:
-            self._repo.set_warmup(record.id, {"given": record.warmup_given})
+        warmup = {"given": record.warmup_given, "reference_shapes": input_shapes(npz_bytes)}
+        self._repo.set_warmup(record.id, warmup)  # no longer unknown, no reference error
         ref = self.reference(record.sha256)
         assert ref is not None
         return ref
@@ -260,3 +264,13 @@ class Catalog:
 
     def _out(self, record: VersionRecord) -> VersionView:
         return VersionView(record, artifact_url(self._public_url, record.sha256))
+
+
+def input_shapes(reference: bytes) -> dict[str, list[int]]:
+    """The per-case shape of each input array of a reference NPZ (after its case axis)."""
+    arrays = read_layout(reference).arrays
+    return {
+        k.removeprefix("input:"): list(a.shape[1:])
+        for k, a in arrays.items()
+        if k.startswith("input:")
+    }

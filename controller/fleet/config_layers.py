@@ -29,6 +29,9 @@ DEFAULT = "default"
 NESTED = ("onnxruntime",)
 """Fields holding an options object that layers merge option by option."""
 
+SET_BY_CONTROLLER = ("default_shapes",)
+"""Fields the controller sets while resolving (``shared.default_profile``), never a layer."""
+
 _RANK = {"default": 0, "class": 1, "selector": 2, "device": 3}
 _CLASS = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,127}$")
 _DEVICE = re.compile(DEVICE_ID_PATTERN)
@@ -98,9 +101,10 @@ def validate_values(values: Mapping[str, Any]) -> dict[str, Any]:
     Raises :class:`InvalidInput` naming the first wrong field, e.g. ``precision: Input should be
     'fp32', 'fp16', 'int8' or 'best'``.
     """
-    unknown = sorted(set(values) - set(DelegateConfig.model_fields))
+    fields = [f for f in DelegateConfig.model_fields if f not in SET_BY_CONTROLLER]
+    unknown = sorted(set(values) - set(fields))
     if unknown:
-        known = ", ".join(DelegateConfig.model_fields)
+        known = ", ".join(fields)
         raise InvalidInput(f"unknown delegate config field {unknown[0]!r}; known fields: {known}")
     try:
         config = DelegateConfig.model_validate(dict(values))

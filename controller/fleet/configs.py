@@ -1,8 +1,10 @@
 """Named delegate configs: store layers, show them, and resolve them for a device and model.
 
 Resolution is :mod:`controller.fleet.config_layers` (pure) fed with the device's labels and hardware
-class; the result is checked with :func:`shared.delegate.check_config` against the model's inputs,
-its Q/DQ nodes and the device's DLA count, so a wrong config is refused before any device builds.
+class; a dynamic input the result has no shape profile for gets the default one from the shapes
+the version was pushed with (:mod:`shared.default_profile`, provenance saying so); the result is
+checked with :func:`shared.delegate.check_config` against the model's inputs, its Q/DQ nodes and
+the device's DLA count, so a wrong config is refused before any device builds.
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from controller.records import (
     ResolvedConfig,
     VersionRecord,
 )
+from shared.default_profile import default_profiles
 from shared.delegate import DelegateConfig, check_config
 from shared.hardware_class import hardware_class
 from shared.messages import MODEL_NAME_PATTERN, DeviceFacts
+from shared.warmup_inputs import WarmupSpec
 
 _NAME = re.compile(MODEL_NAME_PATTERN)
 
@@ -143,12 +147,23 @@ class Configs:
         hw_class = device_hardware_class(device.device_facts)
         delegate, provenance = resolve(layers, device.id, device.labels, hw_class)
         inputs = {str(t["name"]): list(t["shape"]) for t in version.inputs}
+        defaults = default_profiles(
+            inputs,
+            delegate,
+            given=WarmupSpec.from_json(version.warmup_given).shapes,
+            reference=version.reference_shapes,
+        )
+        if defaults.profiles:
+            own = provenance["shapes"] if delegate.shapes else None
+            delegate = defaults.apply(delegate)
+            provenance["shapes"] = provenance["default_shapes"] = defaults.provenance(own)
         problems = check_config(
             delegate,
             inputs,
             has_qdq=version.has_qdq,
             dla_cores=_dla_cores(device.device_facts),
             device_class=hw_class or f"device {device.id}",
+            no_default=defaults.unusable,
         )
         return Resolution(delegate, provenance, problems, hw_class)
 

@@ -52,11 +52,16 @@ def plan_redelegate(
     changed = False
     for slot in current:
         new = delegates.get(slot.name)
-        if slot.config == config and new is not None and new != slot.delegate:
+        # compared as sent: markers kept only in the controller (default_shapes) are no change
+        if slot.config == config and new is not None and _sent(new) != _sent(slot.delegate):
             slot = replace(slot, delegate=new)
             changed = True
         slots.append(slot)
     return SlotPlan(tuple(slots), changed=changed)
+
+
+def _sent(delegate: DelegateConfig | None) -> object:
+    return None if delegate is None else delegate.model_dump(mode="json")
 
 
 def artifact_url(public_url: str, sha256: str) -> str:

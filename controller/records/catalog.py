@@ -30,6 +30,9 @@ class VersionRecord:
     """Why the analysis failed (``analysis_state`` failed)."""
     warmup_given: dict[str, Any] = field(default_factory=dict)
     """Shapes and values the operator gave at push (``shared.warmup_inputs.WarmupSpec`` JSON)."""
+    reference_shapes: dict[str, list[int]] = field(default_factory=dict)
+    """Per-case shape of each input array of the reference NPZ when the operator gave those
+    arrays (``--inputs``, or an uploaded reference); empty when the controller made them up."""
     reference_error: str | None = None
     """Why reference outputs could not be computed at push (None: computed, or pushed before
     this was recorded)."""

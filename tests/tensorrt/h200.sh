@@ -6,9 +6,11 @@
 # Python (a .pth in its site-packages), and the agent finds that Python through
 # JETFLEET_TENSORRT_PYTHON, as the tensorrt_python setting would on a gateway.
 set -uo pipefail
-TAG=${1:?usage: h200.sh TAG (e.g. trt852)}
+TAG=${1:?usage: h200.sh TAG (e.g. trt852) [SRC (the parts' src folder, default .trt/src)]}
+SRC=${2:-.trt/src}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-bash .trt/src/build_and_run.sh > "$OUT/$TAG-smoke.log" 2>&1 || { tail -40 "$OUT/$TAG-smoke.log"; exit 1; }
+export JETFLEET_FAMILY_RESULTS="$OUT/families-$TAG.jsonl"  # tests/tensorrt/test_model_families.py
+bash "$SRC/build_and_run.sh" > "$OUT/$TAG-smoke.log" 2>&1 || { tail -40 "$OUT/$TAG-smoke.log"; exit 1; }
 tail -5 "$OUT/$TAG-smoke.log"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 SITE=$(python3 -c "import site; print(site.getsitepackages()[0])")
@@ -26,7 +28,7 @@ plan = build(trt, Capabilities.for_version(trt.__version__), pooling_model(),
 print("PLAN-HEADER", trt.__version__, bytes(memoryview(plan)[:32]).hex())
 PY
 timeout 420 python3 -m pytest -p no:cacheprovider -o addopts="" -W ignore::pytest.PytestConfigWarning \
-  -v -s -rs --timeout 300 tests/tensorrt tests/gpu 2>&1 | tee "$OUT/$TAG-pytest.log" | grep -E "PASS|FAIL|ERROR|SKIP|ZOO|passed|failed|Error" | tail -50
+  -v -s -rs --timeout 300 ${TESTS:-tests/tensorrt tests/gpu} 2>&1 | tee "$OUT/$TAG-pytest.log" | grep -E "PASS|FAIL|ERROR|SKIP|ZOO|FAMILY|passed|failed|Error" | tail -70
 [ -n "${SKIP_BENCH:-}" ] || timeout 150 python3 -m bench.trt_host_gpu --requests ${REQUESTS:-2000} --out "$OUT" 2>&1 | tail -15
 # the same machine's CPU transport (ONNX Runtime backend), to tell the machine's IPC cost from TensorRT's
 [ -n "${SKIP_BENCH:-}" ] || timeout 100 python3 -m bench.host_overhead --requests ${REQUESTS:-2000} --out "$OUT" 2>&1 | tail -8

@@ -11,7 +11,7 @@ from controller.fleet.desired import (
     plan_undeploy,
 )
 from shared.codec import decode, encode
-from shared.delegate import DelegateConfig
+from shared.delegate import DelegateConfig, ShapeProfile
 from shared.messages import DesiredState
 
 SHA_A1 = "a" * 64
@@ -94,3 +94,15 @@ def test_redelegate_changes_only_slots_of_that_config() -> None:
     assert [s.delegate.precision for s in plan.slots] == ["fp16", "fp32"]
     again = plan_redelegate(plan.slots, "edge", {"a": fp16})
     assert not again.changed
+
+
+def test_a_default_profile_re_resolved_against_a_stored_slot_is_no_change() -> None:
+    """The stored slot's delegate comes back from JSON without the controller's own marker
+    (``default_shapes`` is never serialised): a config edit must not redeploy it for that."""
+    profile = ShapeProfile(input="x", min=(2, 4), opt=(2, 4), max=(2, 4))
+    stored = DelegateConfig.model_validate(DelegateConfig(shapes=(profile,)).model_dump())
+    current = (replace(slot("a", "1", SHA_A1), config="edge", delegate=stored),)
+    resolved = DelegateConfig(shapes=(profile,), default_shapes=("x",))
+    assert not plan_redelegate(current, "edge", {"a": resolved}).changed
+    wider = DelegateConfig(shapes=(profile.model_copy(update={"max": (8, 4)}),))
+    assert plan_redelegate(current, "edge", {"a": wider}).changed

@@ -1,0 +1,102 @@
+"""The model-family table per TensorRT release, from what ``tests/tensorrt/test_model_families.py``
+recorded on the GPU test host (issue 30, item 4).
+
+That test appends one JSON line per model to ``$JETFLEET_FAMILY_RESULTS``: the release, whether
+the agent served it on TensorRT (``built``) or fell back to ONNX Runtime (``fell_back``, with
+TensorRT's words), the build's seconds and the analyzer's prediction. This prints, per release, a
+table and the line
+
+    model-families: tensorrt=8.6.0 models=13 built=B fell_back=F failed=0 predicted=P/13
+
+where ``failed`` counts the models of :func:`tests.model_families.families` with no line for
+that release (their test failed: the slot would serve nothing) and ``predicted`` those whose
+analyzer prediction equalled the outcome. Not a timing benchmark: build seconds are what one
+build took on that host (no cuDNN there), for scale only.
+
+Usage: ``python -m bench.model_families RESULTS.jsonl... [--out bench/results]`` (writes
+``tensorrt-model-families.md``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tests.model_families import families
+
+OUTCOME = {"built": "built on TensorRT", "fell_back": "falls back to ONNX Runtime"}
+
+
+def read_lines(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    """Every recorded line; the last line wins for a (release, model) recorded twice."""
+    kept: dict[tuple[str, str], dict[str, Any]] = {}
+    for path in paths:
+        for raw in path.read_text(encoding="utf-8").splitlines():
+            if raw.strip():
+                line = json.loads(raw)
+                kept[(line["tensorrt"], line["model"])] = line
+    return list(kept.values())
+
+
+def _cell(text: str, limit: int = 160) -> str:
+    text = text.replace("|", "\\|").replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def release_table(release: str, lines: Sequence[dict[str, Any]], names: Sequence[str]) -> str:
+    """The markdown table and summary line of one release."""
+    by_model = {line["model"]: line for line in lines if line["tensorrt"] == release}
+    rows = [
+        "| model | family | outcome | build s | analyzer predicted | TensorRT's words |",
+        "|---|---|---|---|---|---|",
+    ]
+    built = fell_back = failed = predicted = 0
+    for name in names:
+        line = by_model.get(name)
+        if line is None:
+            failed += 1
+            rows.append(f"| {name} | | **failed: serves nothing** | | | |")
+            continue
+        built += line["outcome"] == "built"
+        fell_back += line["outcome"] == "fell_back"
+        guess = line.get("predicted")
+        predicted += guess == line["outcome"]
+        seconds = "" if line.get("build_seconds") is None else f"{line['build_seconds']:.1f}"
+        rows.append(
+            f"| {name} | {_cell(line['family'], 60)} | {OUTCOME[line['outcome']]} | {seconds} "
+            f"| {OUTCOME.get(guess, guess or '')} | {_cell(line.get('reason', ''))} |"
+        )
+    summary = (
+        f"model-families: tensorrt={release} models={len(names)} built={built} "
+        f"fell_back={fell_back} failed={failed} predicted={predicted}/{len(names)}"
+    )
+    return "\n".join([f"## TensorRT {release}", "", *rows, "", f"`{summary}`", ""])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("results", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    args = parser.parse_args(argv)
+    lines = read_lines(args.results)
+    names = [model.name for model in families()]
+    releases = sorted({line["tensorrt"] for line in lines})
+    text = "\n".join(
+        [
+            "# Model families on real TensorRT (tests/tensorrt/test_model_families.py)",
+            "",
+            "Written by `python -m bench.model_families`; see its docstring.",
+            "",
+            *[release_table(release, lines, names) for release in releases],
+        ]
+    )
+    print(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "tensorrt-model-families.md").write_text(text, encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
