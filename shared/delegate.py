@@ -98,6 +98,14 @@ class DelegateConfig(_Frozen):
         "off the reference): onnxruntime = serve it on ONNX Runtime and say why; none = fail "
         "the slot (for models that must run on TensorRT or not at all).",
     )
+    build_timeout_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=7 * 24 * 3600,
+        description="Longest a TensorRT build of this config may run before it is killed and "
+        "the slot falls back (fallback: onnxruntime) or fails (none); unset: the agent's "
+        "build_timeout_s setting. A stuck build must not hold a slot for ever.",
+    )
     workspace_mib: int | None = Field(
         default=None, gt=0, description="Builder workspace pool limit in MiB; None = default."
     )

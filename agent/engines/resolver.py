@@ -349,7 +349,7 @@ class EngineResolver:
             return run_build(
                 self._builders[identity.runtime],
                 request,
-                self._build_timeout_s,
+                config.build_timeout_s or self._build_timeout_s,  # the config's bound first
                 on_progress=progress,
                 cancelled=self._cancelled,
             )

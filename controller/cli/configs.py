@@ -99,6 +99,12 @@ def configs() -> None:
     help="What a device does with a version TensorRT cannot serve: onnxruntime (default: serve "
     "it on ONNX Runtime, saying why) or none (fail the slot).",
 )
+@click.option(
+    "--build-timeout",
+    type=click.FloatRange(min=1, max=7 * 24 * 3600),
+    help="Seconds a TensorRT build may run before it is killed and --fallback applies "
+    "(default: the agent's build_timeout_s).",
+)
 @click.option("--workspace-mib", type=click.IntRange(min=1))
 @click.option("--opt-level", type=click.IntRange(0, 5), help="Builder optimisation level.")
 @click.option("--shape", "shapes", multiple=True, help="INPUT:MIN:OPT:MAX, dims 1x3x224x224.")
@@ -122,6 +128,7 @@ def configs_set(
     dla_core: int | None,
     no_gpu_fallback: bool,
     fallback: str | None,
+    build_timeout: float | None,
     workspace_mib: int | None,
     opt_level: int | None,
     shapes: tuple[str, ...],
@@ -145,6 +152,7 @@ def configs_set(
         "dla_core": dla_core,
         "gpu_fallback": False if no_gpu_fallback else None,
         "fallback": fallback,
+        "build_timeout_s": build_timeout,
         "workspace_mib": workspace_mib,
         "builder_optimization_level": opt_level,
         "shapes": [parse_shape(s) for s in shapes] or None,

@@ -180,6 +180,12 @@ def test_configs_set_show_resolve_and_deploy_then_see_the_device(
         "-",
     ]
 
+    # a build bound and what happens past it, for a config of their own
+    bounded = run("configs", "set", "bounded", "--build-timeout", "1800", "--fallback", "none")
+    assert bounded.exit_code == 0, bounded.output
+    assert '"build_timeout_s": 1800.0' in bounded.output
+    assert '"fallback": "none"' in bounded.output
+
 
 def test_configs_errors_are_one_line(run: Callable[..., Result]) -> None:
     bad = run("configs", "set", "edge", "--set", 'precison="fp16"')
