@@ -16,9 +16,11 @@ Each is small (a few layers, a TensorRT build of seconds), valid (``onnx.checker
   Conv heads, ``NonMaxSuppression`` and the kept boxes gathered; outputs of data-dependent first
   dim (none kept in the ``_empty`` variant: ``[0, 3]`` and ``[0, 4]``).
 * :func:`nonzero`: ``NonZero`` of ``x > 0``, a data-dependent ``[n, rank]`` output.
-* :func:`qdq_int8` / :func:`qdq_int8_per_channel`: a small CNN quantized by ONNX Runtime's own
-  ``quantize_static`` in QDQ format; its int32 biases go through ``DequantizeLinear`` (the
-  TensorRT 8.x parser: "DequantizeLinear: only activation types allowed as input to this layer").
+* :func:`qdq_int8` / :func:`qdq_int8_per_channel` / :func:`qdq_int8_symmetric`: a small CNN
+  quantized by ONNX Runtime's ``quantize_static`` (QDQ); its int32 biases go through
+  ``DequantizeLinear`` ("DequantizeLinear: only activation types allowed as input to this
+  layer" on 8.x, which the agent folds away). Its default zero points are not 0, which TensorRT
+  refuses ("TRT only supports symmetric quantization", real 8.5.2); the symmetric one has 0.
 * :func:`anonymous_dims`: a PaddleOCR-classifier-like model whose every unknown dim is named
   ``"?"`` (input ``[?, 3, ?, ?]``, output ``[?, 2]``); TensorRT ties equal dim names, so pushing
   ``1x3x48x192`` is refused: "Input dimensions with this name are inconsistent".
@@ -33,12 +35,9 @@ Each is small (a few layers, a TensorRT build of seconds), valid (``onnx.checker
 
 from __future__ import annotations
 
-import logging
-import tempfile
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -233,72 +232,6 @@ def nonzero(seed: int = 14) -> FamilyModel:
     return FamilyModel("nonzero", data, "NonZero (data-dependent shape)", {"x": (2, 4, 8)})
 
 
-def _small_cnn(seed: int) -> onnx.ModelProto:
-    """Conv+Relu+Conv+GlobalAveragePool+Flatten+Gemm on ``[1, 3, 32, 32]``, biases everywhere."""
-    g = _Graph(seed)
-    x = "image"
-    for i, (cin, cout) in enumerate([(3, 8), (8, 8)]):
-        w, b = g.weights(f"conv{i}_w", [cout, cin, 3, 3]), g.weights(f"conv{i}_b", [cout])
-        x = g.node("Conv", [x, w, b], f"conv{i}", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
-        if i == 0:
-            x = g.node("Relu", [x], "relu0")
-    flat = g.node("Flatten", [g.node("GlobalAveragePool", [x], "pool")], "flat", axis=1)
-    w, b = g.weights("fc_w", [10, 8]), g.weights("fc_b", [10])
-    g.node("Gemm", [flat, w, b], "logits", transB=1)
-    data = _build(g, [_vi("image", FLOAT, [1, 3, 32, 32])], [_vi("logits", FLOAT, [1, 10])], 13)
-    return onnx.load_model_from_string(data)
-
-
-def _qdq(name: str, per_channel: bool, seed: int) -> FamilyModel:
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    class Batches(CalibrationDataReader):  # type: ignore[misc]
-        def __init__(self) -> None:
-            rng = np.random.default_rng(seed)
-            shape = (1, 3, 32, 32)
-            self.batches = [{"image": rng.standard_normal(shape, np.float32)} for _ in range(4)]
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            return self.batches.pop() if self.batches else None
-
-    # quantize_static advises "pre-processing" on the root logger: silenced while it runs
-    root, quiet = logging.getLogger(), logging.Filter("quantize")
-    with tempfile.TemporaryDirectory() as tmp:
-        source, target = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx"
-        onnx.save_model(_small_cnn(seed), str(source))
-        root.addFilter(quiet)
-        try:
-            quantize_static(
-                source,
-                target,
-                Batches(),
-                quant_format=QuantFormat.QDQ,
-                per_channel=per_channel,
-                activation_type=QuantType.QInt8,
-                weight_type=QuantType.QInt8,
-            )
-        finally:
-            root.removeFilter(quiet)
-        data = target.read_bytes()
-    family = "int8 QDQ model quantized by ONNX Runtime (int32 biases through DequantizeLinear)"
-    return FamilyModel(name, data, family, {"image": (1, 3, 32, 32)})
-
-
-def qdq_int8(seed: int = 15) -> FamilyModel:
-    """The small CNN quantized per tensor (``per_channel=False``)."""
-    return _qdq("qdq_int8", False, seed)
-
-
-def qdq_int8_per_channel(seed: int = 15) -> FamilyModel:
-    """The small CNN quantized per channel (``per_channel=True``)."""
-    return _qdq("qdq_int8_per_channel", True, seed)
-
-
 def anonymous_dims(seed: int = 16) -> FamilyModel:
     """Input ``x`` ``[?, 3, ?, ?]`` (each unknown dim named ``"?"``), output ``[?, 2]``: Conv →
     BatchNorm → Relu → MaxPool → GlobalAveragePool → Flatten → Gemm → Softmax."""
@@ -375,7 +308,9 @@ def classic_cnn(seed: int = 19) -> FamilyModel:
 
 
 def families() -> list[FamilyModel]:
-    """One model of every family (two of NMS and of QDQ)."""
+    """One model of every family (two of NMS, three of QDQ: :mod:`tests.model_families_qdq`)."""
+    from tests.model_families_qdq import qdq_int8, qdq_int8_per_channel, qdq_int8_symmetric
+
     return [
         if_branch_shapes(),
         slice_computed_axes(),
@@ -385,6 +320,7 @@ def families() -> list[FamilyModel]:
         nonzero(),
         qdq_int8(),
         qdq_int8_per_channel(),
+        qdq_int8_symmetric(),
         anonymous_dims(),
         lstm_gru(),
         fp16_io(),

@@ -194,14 +194,16 @@ def warmup_feeds(
     reference: Reference | None,
     profile_opt: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Inputs the model accepts for warm-up: the reference's first case where the plan took its
-    shape (its values too), zeros of the planned shape elsewhere."""
+    """Inputs the model accepts for warm-up: the reference's first case where it has the planned
+    shape (its values too: a shape tensor or a sample rate is valid only with its own values),
+    zeros of the planned shape elsewhere."""
     import numpy as np
 
     feeds = {}
     for spec, plan in zip(specs, warmup_plan(specs, reference, profile_opt), strict=True):
-        if plan.source == "reference" and reference is not None:
-            feeds[spec.name] = _case(reference.inputs[spec.name], 0)
+        stacked = reference.inputs.get(spec.name) if reference and reference.cases else None
+        if stacked is not None and tuple(stacked.shape[1:]) == tuple(plan.shape):
+            feeds[spec.name] = _case(stacked, 0)
         else:
             feeds[spec.name] = np.zeros(plan.shape, KSERVE_TO_NUMPY[spec.datatype])
     return feeds

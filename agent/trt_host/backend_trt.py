@@ -143,6 +143,7 @@ class LaneContext(engine_module.Context):
         self.generation = -1
         self.buffers = {}
         self.allocator = None
+        self.data_dependent = set()
 
     def close(self) -> None:
         """Drop the context and its I/O buffers; the lane's memory and stream are the arena's."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 import gc
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 import numpy as np
 
@@ -182,10 +182,11 @@ class Context:
         self.stream = int(self.cuda.stream_create())
         self.buffers: Dict[str, Tuple[int, int]] = {}
         self.allocator: Any = None
+        self.data_dependent: Set[str] = set()
 
     def _buffer(self, name: str, nbytes: int) -> int:
         ptr, size = self.buffers.get(name, (0, 0))
-        if nbytes > size:
+        if nbytes > size or not ptr:  # an empty tensor still gets an address
             if ptr:
                 self.cuda.free(ptr)
             size = max(int(nbytes), 256)
@@ -221,7 +222,10 @@ class Context:
         by_tensorrt: List[TensorInfo] = []
         for info in engine.outputs:
             shape = tuple(int(d) for d in self.ctx.get_tensor_shape(info.name))
-            if any(d < 0 for d in shape):  # data-dependent: TensorRT sizes it during the run
+            if info.name in self.data_dependent or any(d < 0 for d in shape):
+                # data-dependent: TensorRT sizes it during the run. Once seen, always: after a
+                # run, 8.5.2 answers get_tensor_shape with that run's shape, not -1
+                self.data_dependent.add(info.name)
                 self._allocate_by_tensorrt(info.name)
                 by_tensorrt.append(info)
                 continue

@@ -1,8 +1,10 @@
 """Static delegate analysis: how much of an ONNX model the TensorRT ONNX parser can take.
 
 ``analyze(onnx_bytes, trt_version)`` returns an :class:`AnalysisReport`: per-node support with the
-reason, GPU partitions that keep the graph acyclic, CPU↔GPU crossings with their bytes, support
-rates by nodes and by FLOPs, and a verdict with advice. Only ``graph`` imports onnx and only
+reason (nodes of If/Loop/Scan subgraphs and of model-local functions included), GPU partitions
+that keep the graph acyclic, CPU↔GPU crossings with their bytes, support rates by nodes and by
+FLOPs, a verdict with advice, and the prediction: does the agent's TensorRT build take the whole
+model, or does the slot fall back to ONNX Runtime, and why. Only ``graph`` imports onnx and only
 ``tensorrt_check`` imports TensorRT; the rest is pure. Also what a pushed model is
 (``onnx_inspect``), its reference outputs (``reference_outputs``) and the bounded child processes
 both run in after a push (``runner``, ``reference_runner``, ``bounded_child``).

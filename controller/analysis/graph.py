@@ -3,7 +3,12 @@
 The only module of :mod:`controller.analysis` that imports ``onnx``. It loads the bytes, runs ONNX
 shape inference (so every tensor has a dtype and, where it can be known, a shape) and keeps what
 the pure analysis needs: nodes in graph order, tensor infos, initializer names, Constant outputs
-and the values of small integer constants (axes, K, ...).
+and the values of small integer and boolean constants (axes, K, If conditions, ...).
+
+Nested graphs (issue 30): a node's GRAPH attributes (``If`` then/else_branch, ``Loop``/``Scan``
+body) become :attr:`Node.subgraphs`, converted the same way (their own nodes, tensors, inferred
+shapes), and the model-local functions become :attr:`Graph.functions`, bodies as graphs. The
+names of the inputs' symbolic dims are kept (:attr:`Graph.dim_params`).
 
 Sizes at a stated shape (issue 16): a model whose inputs have dynamic dims (``batch``, ``-1``,
 ``?``) has no size to count FLOPs or bytes at, so the graph is inferred a second time with every
@@ -30,7 +35,8 @@ AttrValue = int | float | str | tuple[int, ...] | tuple[float, ...] | tuple[str,
 """An attribute as Python: scalars, tuples of scalars; tensors and subgraphs become ``None``."""
 
 SMALL_CONSTANT = 64
-"""Integer constants up to this many elements keep their values (axes, K, pads, ...)."""
+"""Integer and boolean constants up to this many elements keep their values (axes, K, pads, If
+conditions, ...)."""
 
 DTYPE_NAMES: dict[int, tuple[str, int | None]] = {
     onnx.TensorProto.FLOAT: ("FP32", 4),
@@ -74,7 +80,8 @@ class TensorInfo:
 
 @dataclass(frozen=True)
 class Node:
-    """One node of the main graph; ``index`` is its position in ``graph.node`` (TensorRT's id)."""
+    """One node; ``index`` is its position in its graph's ``node`` list (TensorRT's id at the
+    top level)."""
 
     index: int
     name: str
@@ -83,6 +90,8 @@ class Node:
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     attributes: Mapping[str, AttrValue] = field(default_factory=dict)
+    subgraphs: tuple[tuple[str, Graph], ...] = ()
+    """GRAPH attributes by name (``then_branch``, ``else_branch``, ``body``), in proto order."""
 
     @property
     def is_default_domain(self) -> bool:
@@ -100,7 +109,7 @@ class Node:
 
 @dataclass(frozen=True)
 class Graph:
-    """A model's main graph after shape inference, as plain data."""
+    """A model's main graph (or a subgraph, or a function body) after shape inference."""
 
     nodes: tuple[Node, ...]
     tensors: Mapping[str, TensorInfo]
@@ -110,12 +119,16 @@ class Graph:
     constants: frozenset[str]
     """Outputs of ``Constant`` nodes."""
     constant_values: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    """Values of small integer initializers and Constant outputs."""
+    """Values of small integer and boolean initializers and Constant outputs (bools as 0/1)."""
     opset: int = 0
     producer: str = ""
     warnings: tuple[str, ...] = ()
     assumed: AssumedShapes | None = None
     """The input shapes sizes and FLOPs are counted at, when an input has dynamic dims."""
+    functions: Mapping[tuple[str, str], Graph] = field(default_factory=dict)
+    """Model-local functions by (domain, name), bodies as graphs (the model's graph only)."""
+    dim_params: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Input name → the names of its symbolic dims, in order (``("batch", "?", "?")``)."""
 
     def tensor(self, name: str) -> TensorInfo | None:
         return self.tensors.get(name)
@@ -138,7 +151,12 @@ def load_graph(onnx_bytes: bytes, input_shapes: Mapping[str, Sequence[int]] | No
     warnings: list[str] = []
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-    except (onnx.shape_inference.InferenceError, ValueError, RuntimeError) as exc:
+    except (
+        onnx.shape_inference.InferenceError,
+        onnx.checker.ValidationError,
+        ValueError,
+        RuntimeError,
+    ) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         warnings.append(f"ONNX shape inference failed ({first}); sizes and FLOPs are partial")
         inferred = model
@@ -157,10 +175,9 @@ def load_graph(onnx_bytes: bytes, input_shapes: Mapping[str, Sequence[int]] | No
         )
         return dataclasses.replace(declared, warnings=tuple(warnings), assumed=assumed)
     at_shape = _to_graph(sized, warnings)
-    tensors = {
-        name: _mark(info, declared.tensors.get(name)) for name, info in at_shape.tensors.items()
-    }
-    return dataclasses.replace(declared, tensors=tensors, warnings=tuple(warnings), assumed=assumed)
+    return dataclasses.replace(
+        _sized(declared, at_shape), warnings=tuple(warnings), assumed=assumed
+    )
 
 
 def _infer_at(
@@ -179,8 +196,34 @@ def _infer_at(
             shape.dim.add().dim_value = d
     try:
         return onnx.shape_inference.infer_shapes(fixed, strict_mode=False, data_prop=True)
-    except (onnx.shape_inference.InferenceError, ValueError, RuntimeError):
+    except (
+        onnx.shape_inference.InferenceError,
+        onnx.checker.ValidationError,
+        ValueError,
+        RuntimeError,
+    ):
         return None
+
+
+def _sized(declared: Graph, at_shape: Graph) -> Graph:
+    """``declared`` with the tensors (its subgraphs' too) as ``at_shape`` infers them, marked
+    ``dynamic`` where the declared shape leaves a dim open."""
+    tensors = {
+        name: _mark(info, declared.tensors.get(name)) for name, info in at_shape.tensors.items()
+    }
+    nodes = tuple(
+        dataclasses.replace(
+            node,
+            subgraphs=tuple(
+                (key, _sized(sub, sized_sub))
+                for (key, sub), (_, sized_sub) in zip(node.subgraphs, sized.subgraphs, strict=False)
+            ),
+        )
+        if node.subgraphs
+        else node
+        for node, sized in zip(declared.nodes, at_shape.nodes, strict=False)
+    )
+    return dataclasses.replace(declared, tensors=tensors, nodes=nodes)
 
 
 def _mark(info: TensorInfo, declared: TensorInfo | None) -> TensorInfo:
@@ -192,14 +235,38 @@ def _mark(info: TensorInfo, declared: TensorInfo | None) -> TensorInfo:
 
 def _to_graph(model: onnx.ModelProto, warnings: list[str]) -> Graph:
     g = model.graph
+    opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 0)
+    graph = _graph_of(g.node, [*g.input, *g.value_info, *g.output], g.initializer)
+    initializers = graph.initializers
+    return dataclasses.replace(
+        graph,
+        inputs=tuple(v.name for v in g.input if v.name not in initializers),
+        outputs=tuple(v.name for v in g.output),
+        opset=int(opset),
+        producer=f"{model.producer_name} {model.producer_version}".strip(),
+        warnings=tuple(warnings),
+        functions={(f.domain, f.name): _function(f) for f in model.functions},
+        dim_params={
+            v.name: names
+            for v in g.input
+            if v.name not in initializers and (names := _dim_params(v))
+        },
+    )
+
+
+def _graph_of(
+    protos: Sequence[onnx.NodeProto],
+    values: Sequence[onnx.ValueInfoProto],
+    initializer: Sequence[onnx.TensorProto] = (),
+) -> Graph:
     tensors: dict[str, TensorInfo] = {}
-    for value in [*g.input, *g.value_info, *g.output]:
-        info = _value_info(value)
+    for value_info in values:
+        info = _value_info(value_info)
         if info is not None:
-            tensors[value.name] = info
+            tensors[value_info.name] = info
     initializers: set[str] = set()
     constant_values: dict[str, tuple[int, ...]] = {}
-    for init in g.initializer:
+    for init in initializer:
         initializers.add(init.name)
         tensors.setdefault(init.name, _tensor_info(init))
         small = _small_ints(init)
@@ -207,7 +274,7 @@ def _to_graph(model: onnx.ModelProto, warnings: list[str]) -> Graph:
             constant_values[init.name] = small
     nodes: list[Node] = []
     constants: set[str] = set()
-    for index, proto in enumerate(g.node):
+    for index, proto in enumerate(protos):
         node = Node(
             index=index,
             name=proto.name or f"{proto.op_type}_{index}",
@@ -216,6 +283,7 @@ def _to_graph(model: onnx.ModelProto, warnings: list[str]) -> Graph:
             inputs=tuple(proto.input),
             outputs=tuple(proto.output),
             attributes={a.name: _attr(a) for a in proto.attribute},
+            subgraphs=tuple((a.name, _subgraph(a.g)) for a in proto.attribute if a.HasField("g")),
         )
         nodes.append(node)
         if proto.op_type == "Constant" and node.is_default_domain and proto.output:
@@ -226,19 +294,34 @@ def _to_graph(model: onnx.ModelProto, warnings: list[str]) -> Graph:
                 small = _small_ints(value.t)
                 if small is not None:
                     constant_values[proto.output[0]] = small
-    opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 0)
     return Graph(
         nodes=tuple(nodes),
         tensors=tensors,
-        inputs=tuple(v.name for v in g.input if v.name not in initializers),
-        outputs=tuple(v.name for v in g.output),
+        inputs=(),
+        outputs=(),
         initializers=frozenset(initializers),
         constants=frozenset(constants),
         constant_values=constant_values,
-        opset=int(opset),
-        producer=f"{model.producer_name} {model.producer_version}".strip(),
-        warnings=tuple(warnings),
     )
+
+
+def _subgraph(g: onnx.GraphProto) -> Graph:
+    """An If branch or a Loop/Scan body: outer names stay unresolved here (support scopes them)."""
+    graph = _graph_of(g.node, [*g.input, *g.value_info, *g.output], g.initializer)
+    return dataclasses.replace(
+        graph, inputs=tuple(v.name for v in g.input), outputs=tuple(v.name for v in g.output)
+    )
+
+
+def _function(function: onnx.FunctionProto) -> Graph:
+    graph = _graph_of(function.node, list(function.value_info))
+    return dataclasses.replace(graph, inputs=tuple(function.input), outputs=tuple(function.output))
+
+
+def _dim_params(value: onnx.ValueInfoProto) -> tuple[str, ...]:
+    if not value.type.HasField("tensor_type") or not value.type.tensor_type.HasField("shape"):
+        return ()
+    return tuple(d.dim_param for d in value.type.tensor_type.shape.dim if d.HasField("dim_param"))
 
 
 def _dtype(elem_type: int) -> tuple[str, int | None]:
@@ -267,7 +350,8 @@ def _tensor_info(tensor: onnx.TensorProto, name: str | None = None) -> TensorInf
 
 
 def _small_ints(tensor: onnx.TensorProto) -> tuple[int, ...] | None:
-    integer_types = {onnx.TensorProto.INT64, onnx.TensorProto.INT32}
+    integer_types = {onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL}
+    integer_types |= {onnx.TensorProto.INT8, onnx.TensorProto.UINT8}  # zero points
     if tensor.data_type not in integer_types or int(np.prod(tensor.dims)) > SMALL_CONSTANT:
         return None
     if tensor.data_location == onnx.TensorProto.EXTERNAL:

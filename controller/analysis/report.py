@@ -17,10 +17,17 @@ from controller.analysis.flops import FlopEstimate, node_flops, support_rates
 from controller.analysis.graph import Graph, load_graph
 from controller.analysis.ops_table import TRT_VERSIONS, load_ops_table
 from controller.analysis.partition import partition_graph
-from controller.analysis.support import node_support
+from controller.analysis.prediction import (
+    NestedNodeReport,
+    PredictionReport,
+    nested_reports,
+    predict,
+)
+from controller.analysis.support import model_support
 from controller.analysis.verdict import Thresholds, decide, top_unsupported
 
-REPORT_VERSION = 1
+REPORT_VERSION = 2
+"""2: ``prediction``, ``subgraph_nodes`` and the nodes' ``note`` (issue 30)."""
 
 
 class _Model(BaseModel):
@@ -41,6 +48,11 @@ class NodeReport(_Model):
     supported: bool
     reason: str | None = None
     flops: int | None = Field(default=None, description="None when the shapes are unknown.")
+    note: str | None = Field(
+        default=None,
+        description="Supported, with something to know: folded by the agent before the build, "
+        "needs an output allocator, If branch shapes unknown, ...",
+    )
 
 
 class PartitionReport(_Model):
@@ -126,6 +138,15 @@ class AnalysisReport(_Model):
     top_unsupported: list[UnsupportedOpReport]
     tensorrt: TensorRTReport
     warnings: list[str]
+    prediction: PredictionReport | None = Field(
+        default=None,
+        description="Whether the agent's TensorRT build takes the whole model or the slot falls "
+        "back to ONNX Runtime, and why (None in reports stored before it existed).",
+    )
+    subgraph_nodes: list[NestedNodeReport] = Field(
+        default_factory=list,
+        description="Nodes inside If branches, Loop/Scan bodies and model-local functions.",
+    )
 
 
 def analyze(
@@ -184,7 +205,8 @@ def _analyze_graph(
     *,
     use_tensorrt: bool,
 ) -> AnalysisReport:
-    support = node_support(graph, load_ops_table(), trt_version)
+    checked = model_support(graph, load_ops_table(), trt_version)
+    support = checked.nodes
     supported = {s.index: s.supported for s in support}
     parts = partition_graph(graph, supported)
     estimates = {n.index: node_flops(graph, n) for n in graph.nodes}
@@ -236,6 +258,7 @@ def _analyze_graph(
                 supported=s.supported,
                 reason=s.reason,
                 flops=None if estimates[s.index] is None else _flops(estimates[s.index]),
+                note=s.note,
             )
             for s in support
         ],
@@ -292,6 +315,8 @@ def _analyze_graph(
         if use_tensorrt
         else TensorRTReport(checked=False, note="TensorRT check not requested"),
         warnings=warnings,
+        prediction=predict(graph, checked),
+        subgraph_nodes=nested_reports(checked),
     )
 
 

@@ -70,6 +70,11 @@ _ADVICE: Mapping[str, str] = {
     "ConvInteger": "re-export in QDQ form instead of QOperator form",
     "DeformConv": "replace the deformable convolution (e.g. plain Conv) or use a DCNv2 plugin",
     "Loop": "unroll the loop at export time or run it on the CPU",
+    "If": "make both branches return tensors of one shape (pad or slice to a common size) from "
+    "supported operators, or fix the condition at export (a constant condition imports one "
+    "branch only)",
+    "DequantizeLinear": "quantize activations and weights to INT8; an INT32 input (a bias) must "
+    "be an initializer, with its scale and zero point, for the agent to fold it",
     "ImageDecoder": "decode images before the model (on the CPU or with NVJPEG)",
     "Einsum": "rewrite as MatMul/Transpose at export time",
     "LayerNormalization": "use TensorRT >= 8.6 or decompose into ReduceMean/Sub/Pow/Sqrt/Div",

@@ -1,4 +1,5 @@
-"""``jetfleet models analyze PATH|NAME:VERSION``: how much of a model TensorRT can take."""
+"""``jetfleet models analyze PATH|NAME:VERSION``: how much of a model TensorRT can take, and
+whether the agent's TensorRT build of it will build or fall back to ONNX Runtime."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import click
 
 from controller.analysis import AnalysisReport, resolve_trt_version
 from controller.analysis import analyze as run_analysis
+from controller.analysis.prediction import PredictionReport
 from controller.analysis.verdict import human_bytes
 from controller.cli.fetch import fetch_model_bytes
 from controller.cli.render import emit_json, table
@@ -51,6 +53,7 @@ def render(source: str, report: AnalysisReport) -> str:
         f"{source}  opset {report.opset}  TensorRT {report.trt_version} ONNX parser",
         report.verdict.line,
         *(f"  - {reason}" for reason in report.verdict.reasons),
+        *prediction_lines(report.prediction),
         f"support: {rates.nodes_supported}/{rates.nodes_total} nodes "
         f"({_percent(rates.node_share)}), {_flops(rates.flops_supported)} of "
         f"{_flops(rates.flops_total)} ({_percent(rates.flop_share)})"
@@ -108,6 +111,11 @@ def render(source: str, report: AnalysisReport) -> str:
         for u in report.top_unsupported:
             lines.append(f"  {u.op_type} x{u.count} ({_flops(u.flops)}): {u.reasons[0]}")
             lines.append(f"    fix: {u.advice}")
+    nested = report.subgraph_nodes
+    if nested:
+        refused = [n for n in nested if not n.supported]
+        lines.append(f"\nnodes in subgraphs and functions: {len(nested)}, {len(refused)} refused")
+        lines += [f"  {n.path} ({n.op_type}): {n.reason}" for n in refused[:10]]
     trt = report.tensorrt
     if trt.checked:
         lines.append(
@@ -124,15 +132,28 @@ def render(source: str, report: AnalysisReport) -> str:
     return "\n".join(lines)
 
 
+def prediction_lines(prediction: PredictionReport | None) -> list[str]:
+    """``tensorrt: builds`` or ``tensorrt: falls back to ONNX Runtime``, reasons and notes."""
+    if prediction is None:
+        return []
+    return [
+        prediction.line,
+        *(f"  - {reason}" for reason in prediction.reasons),
+        *(f"  note: {note}" for note in prediction.notes),
+    ]
+
+
 @click.command("analyze")
 @click.argument("ref", metavar="PATH|NAME:VERSION")
 @click.option(
     "--trt",
     "trt",
     type=click.Choice(["8.5", "8.6", "10.1", "auto"]),
-    default="auto",
+    multiple=True,
+    default=("auto",),
     show_default=True,
-    help="TensorRT ONNX parser version to check against; auto = the installed one, else 10.1.",
+    help="TensorRT ONNX parser version to check against; auto = the installed one, else 10.1. "
+    "Repeat it for several releases (--json then prints one report per release, by version).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON for scripts.")
 @click.option(
@@ -142,14 +163,17 @@ def render(source: str, report: AnalysisReport) -> str:
     show_default=True,
     help="Controller URL for NAME:VERSION (env JETFLEET_URL).",
 )
-def analyze(ref: str, trt: str, as_json: bool, url: str) -> None:
-    """How much of an ONNX model (a file, or a pushed NAME:VERSION) TensorRT can take."""
+def analyze(ref: str, trt: tuple[str, ...], as_json: bool, url: str) -> None:
+    """How much of an ONNX model (a file, or a pushed NAME:VERSION) TensorRT can take, and
+    whether the agent's TensorRT build of it builds or falls back to ONNX Runtime."""
     source, data = _load(ref, url)
+    versions = list(dict.fromkeys(resolve_trt_version(v) for v in trt))
     try:
-        report = run_analysis(data, resolve_trt_version(trt))
+        reports = {v: run_analysis(data, v) for v in versions}
     except InvalidModel as exc:
         raise click.ClickException(f"{source}: {exc}") from exc
     if as_json:
-        emit_json(report.model_dump(mode="json"))
+        dumped = {v: r.model_dump(mode="json") for v, r in reports.items()}
+        emit_json(dumped if len(dumped) > 1 else dumped[versions[0]])
         return
-    click.echo(render(source, report))
+    click.echo("\n\n".join(render(source, r) for r in reports.values()))

@@ -6,7 +6,7 @@
 # Python (a .pth in its site-packages), and the agent finds that Python through
 # JETFLEET_TENSORRT_PYTHON, as the tensorrt_python setting would on a gateway.
 set -uo pipefail
-TAG=${1:?usage: h200.sh TAG (e.g. trt852) [SRC (the parts' src folder, default .trt/src)]}
+TAG=${1:?usage: h200.sh TAG [SRC], e.g. trt852 .trt852/src (default SRC: .trt/src)}
 SRC=${2:-.trt/src}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export JETFLEET_FAMILY_RESULTS="$OUT/families-$TAG.jsonl"  # tests/tensorrt/test_model_families.py

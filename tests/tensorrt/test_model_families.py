@@ -34,6 +34,7 @@ from agent.slots.fallback import fallback_delegate, fallback_reason
 from agent.swap.hotswap import ValidationFailed
 from agent.swap.validation import parse_reference, validate
 from controller.analysis.reference_outputs import reference_npz
+from controller.analysis.report import analyze
 from shared.delegate import DelegateConfig, ShapeProfile
 from shared.warmup_inputs import WarmupSpec
 from tests.model_families import FamilyModel, families, feeds
@@ -84,6 +85,14 @@ def serve_on_tensorrt(
     return seconds
 
 
+def predicted(family: FamilyModel) -> str:
+    """What ``jetfleet models analyze --trt`` at this release predicts, in the outcome's words."""
+    release = ".".join(RELEASE.split(".")[:2])
+    report = analyze(family.data, release, use_tensorrt=False, input_shapes=family.shapes)
+    assert report.prediction is not None
+    return {"builds": "built", "falls_back": "fell_back"}[report.prediction.tensorrt]
+
+
 def opt_of(config: DelegateConfig) -> dict[str, tuple[int, ...]]:
     return {p.input: p.opt for p in config.shapes}
 
@@ -120,6 +129,7 @@ def test_the_family_serves_on_tensorrt_or_falls_back_and_matches_the_reference(
         "outcome": outcome,
         "reason": reason,
         "build_seconds": None if seconds is None else round(seconds, 2),
+        "predicted": predicted(family),
     }
     print("FAMILY " + json.dumps(line))
     results = os.environ.get("JETFLEET_FAMILY_RESULTS")

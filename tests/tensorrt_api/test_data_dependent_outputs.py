@@ -100,3 +100,35 @@ def test_a_context_refused_on_user_managed_memory_is_made_with_its_own(
     assert first.activation == 0
     assert second.activation == 0
     assert set(first.infer(feeds())) == {"out"}
+
+
+def test_an_output_once_sized_by_tensorrt_stays_so_when_a_later_shape_reads_concrete(
+    standin: StandIn, caps: Capabilities, cuda: RecordingCuda
+) -> None:
+    """8.5.2 answers ``get_tensor_shape`` after a run with that run's shape: the next run must
+    not take it for the output's size (it was taken so on real 8.5.2: one row instead of 30)."""
+    rows = [5]
+    _data_dependent_out(standin, 5)
+    ran = [False]
+    standin.script(
+        "IExecutionContext.get_tensor_shape",
+        lambda self, n: ((rows[0], 3) if ran[0] else (-1, 3)) if n == "out" else (2, 3, 16, 16),
+    )
+
+    def execute(self: Any, **kwargs: Any) -> bool:
+        name, allocator = standin.recorder.calls("IExecutionContext.set_output_allocator")[-1].args
+        allocator.reallocate_output(name, 0, rows[0] * 12, 256)
+        allocator.notify_shape(name, (rows[0], 3))
+        ran[0] = True
+        return True
+
+    standin.script("IExecutionContext.execute_async_v3", execute)
+    context = load(standin.module, caps, cuda, b"plan bytes").context()
+    assert context.infer(feeds())["out"].shape == (5, 3)
+    rows[0] = 0  # the next input keeps nothing; get_tensor_shape still says (5, 3) before the run
+    standin.script(
+        "IExecutionContext.get_tensor_shape",
+        lambda self, n: (5, 3) if n == "out" else (2, 3, 16, 16),
+    )
+    assert context.infer(feeds())["out"].shape == (0, 3)
+    assert len(standin.recorder.calls("IExecutionContext.set_output_allocator")) == 2

@@ -35,7 +35,7 @@ def _dims(value: onnx.ValueInfoProto) -> list[onnx.TensorShapeProto.Dimension]:
 
 
 def test_every_family_is_listed_once() -> None:
-    assert len(MODELS) == 13
+    assert len(MODELS) == 14
     assert {m.family for m in MODELS.values()} >= {"plain static CNN (control)"}
 
 
@@ -129,7 +129,7 @@ def test_nonzero_output_is_data_dependent() -> None:
     assert np.array_equal(values, x[x > 0])
 
 
-@pytest.mark.parametrize("name", ["qdq_int8", "qdq_int8_per_channel"])
+@pytest.mark.parametrize("name", ["qdq_int8", "qdq_int8_per_channel", "qdq_int8_symmetric"])
 def test_qdq_dequantizes_int32_biases(name: str) -> None:
     proto = _model(name)
     initializers = {t.name: t for t in proto.graph.initializer}
@@ -142,7 +142,10 @@ def test_qdq_dequantizes_int32_biases(name: str) -> None:
     assert "QuantizeLinear" in _ops(proto)
     scales = [initializers[n.input[1]] for n in proto.graph.node if n.op_type == "DequantizeLinear"]
     per_channel = any(int(np.prod(t.dims)) > 1 for t in scales)
-    assert per_channel == name.endswith("per_channel")
+    assert per_channel == (name != "qdq_int8")
+    points = [initializers[n.input[2]] for n in proto.graph.node if n.op_type == "QuantizeLinear"]
+    symmetric = all(not onnx.numpy_helper.to_array(t).any() for t in points)
+    assert symmetric == name.endswith("symmetric")  # TensorRT takes zero points of 0 only
 
 
 def test_anonymous_dims_are_all_named_question_mark() -> None:
