@@ -10,6 +10,10 @@ input sets per reference). Tolerance follows the engine's precision:
 * ``int8``: values are not comparable element-wise; top-1 agreement ≥ 90 % of the rows and
   cosine similarity ≥ 0.98.
 
+An output that selects rows (as many as the reference, more than one, not an input's batch:
+NonMaxSuppression, NonZero) passes when its rows equal the reference's in another order:
+runtimes order selections their own way (TensorRT's NMS by score, ONNX Runtime's per class).
+
 NaN or Inf in any output fails, whatever the precision. Without a reference the check is the
 warm-up alone: the outputs of zeros and of a seeded random input must be finite.
 
@@ -217,6 +221,23 @@ def _case(stacked: np.ndarray, case: int) -> np.ndarray:
     return np.asarray(stacked[case])
 
 
+def _selection(got: np.ndarray, want: np.ndarray, feeds: Mapping[str, np.ndarray]) -> bool:
+    """Whether an output is a selection of rows whose order the runtime chooses: as many rows
+    as the reference, more than one, and not the batch of any input (NonMaxSuppression's
+    ``selected_indices``: ONNX Runtime orders them per class, TensorRT by score; NonZero)."""
+    batches = {int(a.shape[0]) for a in feeds.values() if a.ndim}
+    rows = int(got.shape[0]) if got.ndim else 0
+    return got.shape == want.shape and rows > 1 and rows not in batches
+
+
+def _rows(array: np.ndarray) -> np.ndarray:
+    """``array``'s rows (axis 0) in lexicographic order."""
+    import numpy as np
+
+    flat = array.reshape(array.shape[0], -1)
+    return array[np.lexsort(flat.T[::-1])] if flat.shape[1] else array
+
+
 def _finite(results: Mapping[str, np.ndarray], what: str) -> list[str]:
     import numpy as np
 
@@ -260,9 +281,10 @@ def validate(
             if name not in got:
                 report.problems.append(f"the model has no output {name!r} the reference has")
                 continue
-            report.problems += [
-                f"case {case}: {p}" for p in compare(got[name], want[case], precision, name)
-            ]
+            found = compare(got[name], want[case], precision, name)
+            if found and _selection(got[name], want[case], feeds):
+                found = compare(_rows(got[name]), _rows(want[case]), precision, name) and found
+            report.problems += [f"case {case}: {p}" for p in found]
         if report.problems:
             break
     return report

@@ -222,8 +222,19 @@ def _add_profiles(builder: Any, config: Any, network: Any, options: BuildOptions
     return made
 
 
+def _has_qdq(trt: Any, network: Any) -> bool:
+    """Whether the parsed network holds Q/DQ layers (an explicitly quantized model)."""
+    kinds = (trt.LayerType.QUANTIZE, trt.LayerType.DEQUANTIZE)
+    return any(network.get_layer(i).type in kinds for i in range(int(network.num_layers)))
+
+
 def _configure(
-    trt: Any, caps: Capabilities, builder: Any, config: Any, options: BuildOptions
+    trt: Any,
+    caps: Capabilities,
+    builder: Any,
+    config: Any,
+    options: BuildOptions,
+    qdq: bool = False,
 ) -> List[str]:
     flag = trt.BuilderFlag
     notes: List[str] = []
@@ -240,12 +251,18 @@ def _configure(
             notes.append("this GPU has no fast FP16: building without the FP16 flag")
         else:
             config.set_flag(flag.FP16)
+    typed = options.strongly_typed or caps.always_strongly_typed
     if wants_int8:
         config.set_flag(flag.INT8)
+    elif qdq and not typed:
+        # Q/DQ layers are INT8 whatever the config asks: a weakly typed 8.x network refuses
+        # to build without the flag ("Int8 precision has been set for a layer or layer output,
+        # but int8 is not configured in the builder", real 8.5.2 and 8.6.0, issue 30)
+        config.set_flag(flag.INT8)
+        notes.append("the model is quantized (Q/DQ layers): INT8 enabled where it says so")
     if options.dla_core is not None:
         config.default_device_type = trt.DeviceType.DLA
         config.DLA_core = int(options.dla_core)
-        typed = options.strongly_typed or caps.always_strongly_typed
         if caps.weak_typing_flags and not typed and not (wants_fp16 or wants_int8):
             config.set_flag(flag.FP16)  # a strongly typed network's DLA layers are typed by it
         config.set_flag(flag.GPU_FALLBACK if options.gpu_fallback else flag.DIRECT_IO)
@@ -293,7 +310,7 @@ def build(
         raise BuildError(errors + logger.take_errors() or ["the ONNX parser refused the model"])
     config = builder.create_builder_config()
     profiles = _add_profiles(builder, config, network, options)
-    notes = _configure(trt, caps, builder, config, options)
+    notes = _configure(trt, caps, builder, config, options, _has_qdq(trt, network))
     calibrator = None
     if options.calibration_cache is not None:
         calibrator = _calibrator(trt, options.calibration_cache)

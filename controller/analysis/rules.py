@@ -174,6 +174,25 @@ def check_node(node: Node, ctx: Scope, table: OpsTable) -> NodeSupport:
     return NodeSupport(node.index, True)
 
 
+def _shape_input(position: int) -> Callable[[Node, Scope], str | None]:
+    """A model input read as a shape (Reshape's shape, Expand's, ConstantOfShape's, Tile's
+    repeats) is a TensorRT *shape input*: its optimisation profile needs its values
+    (``IOptimizationProfile.set_shape_input``), which a delegate config cannot give (its profiles
+    hold shapes). Real 8.5.2 and 8.6.0 refused such a model at build: "optimization profile is
+    missing values for shape input"."""
+
+    def check(node: Node, ctx: Scope) -> str | None:
+        name = node.input(position)
+        if name is None or name not in ctx.graph.inputs or name in ctx.graph.initializers:
+            return None
+        return (
+            f'"{name}: optimization profile is missing values for shape input" (the model '
+            f"input {name} is read as a shape; delegate configs give shapes, not values)"
+        )
+
+    return check
+
+
 def _zero_point(node: Node, ctx: Scope) -> str | None:
     """Q/DQ zero points that are weights must be all zeros: ``shiftIsAllZeros`` in the
     QuantizeLinear/DequantizeLinear importer (``builtin_op_importers.cpp`` at release/8.5-GA and
@@ -352,6 +371,10 @@ _CHECKS: Mapping[str, Callable[[Node, Scope], str | None]] = {
     "CumSum": _must_be_weights(1, "axis", "Axis input for CumSum must be an initializer!"),
     "Constant": _constant,
     "QuantizeLinear": _zero_point,
+    "Reshape": _shape_input(1),
+    "Expand": _shape_input(1),
+    "ConstantOfShape": _shape_input(0),
+    "Tile": _shape_input(1),
     "DequantizeLinear": _zero_point,
     "ScatterND": _scatter_nd,
     "LayerNormalization": _layer_norm,

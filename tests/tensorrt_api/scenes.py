@@ -20,11 +20,16 @@ TWO_INPUTS = (
 )
 
 
-def network_with_two_dynamic_inputs(s: StandIn, profile_index: int = 0) -> None:
+def network_with_two_dynamic_inputs(
+    s: StandIn, profile_index: int = 0, layer_types: tuple[str, ...] = ("CONVOLUTION",)
+) -> None:
     tensors = [
         s.make("ITensor", name="x", shape=X_SHAPE),
         s.make("ITensor", name="y", shape=Y_SHAPE),
     ]
+    layers = [s.make("ILayer", type=getattr(s.module.LayerType, kind)) for kind in layer_types]
+    s.script("INetworkDefinition.num_layers", len(layers))
+    s.script("INetworkDefinition.get_layer", lambda self, i: layers[i])
     s.script("OnnxParser.parse", True)
     s.script("INetworkDefinition.num_inputs", 2)
     s.script("INetworkDefinition.get_input", lambda self, i: tensors[i])

@@ -86,6 +86,21 @@ def test_int8_from_a_calibration_cache(standin: StandIn, caps: Capabilities, rel
     assert rec.calls("IBuilderConfig.set_flag")[0].args == (standin.module.BuilderFlag.INT8,)
 
 
+def test_a_quantized_network_is_built_with_int8_where_weak_typing_exists(
+    standin: StandIn, caps: Capabilities, release: str
+) -> None:
+    """Q/DQ layers in a weakly typed network need BuilderFlag.INT8 whatever the config's
+    precision (real 8.5.2 and 8.6.0 refused a symmetric QDQ model without it, issue 30)."""
+    network_with_two_dynamic_inputs(standin, layer_types=("QUANTIZE", "CONVOLUTION", "DEQUANTIZE"))
+    result = build(standin.module, caps, conv_onnx(), BuildOptions(profiles=TWO_INPUTS))
+    flags = [c.args for c in standin.recorder.calls("IBuilderConfig.set_flag")]
+    if caps.always_strongly_typed:  # types come from the network: no precision flags at all
+        assert flags == []
+        return
+    assert flags == [(standin.module.BuilderFlag.INT8,)]
+    assert "INT8 enabled" in " ".join(result.notes)
+
+
 def test_dla_core_with_gpu_fallback(standin: StandIn, caps: Capabilities, release: str) -> None:
     if not caps.dla:
         with pytest.raises(BuildError, match="no DLA support"):

@@ -204,3 +204,19 @@ def test_quantization_with_zero_points_falls_back_and_symmetric_builds() -> None
         assert symmetric is not None
         assert symmetric.tensorrt == "builds"
         assert any("folded" in note for note in symmetric.notes)
+
+
+def test_a_model_input_read_as_a_shape_falls_back() -> None:
+    """A shape input's profile needs values (``set_shape_input``), which delegate configs do not
+    hold: real 8.5.2 and 8.6.0 refused it, "optimization profile is missing values for shape
+    input". A shape computed inside the model (Shape → Reshape) is no model input: it builds."""
+    from tests.model_families import classic_cnn, shape_tensor_input
+
+    for version in ("8.5", "8.6", "10.1"):
+        shaped = analyze(shape_tensor_input().data, version, use_tensorrt=False).prediction
+        assert shaped is not None
+        assert shaped.tensorrt == "falls_back"
+        assert "missing values for shape input" in shaped.reasons[0]
+        plain = analyze(classic_cnn().data, version, use_tensorrt=False).prediction
+        assert plain is not None
+        assert plain.tensorrt == "builds"
