@@ -127,6 +127,7 @@ class Engine:
     def new_context(self) -> Any:
         """A raw execution context that allocates no activation memory of its own where TensorRT
         allows it; else one that does (:attr:`self_managed`)."""
+        self.logger.begin()  # TensorRT's errors from here on are this context's
         if not self.self_managed:
             ctx, why = self._user_managed_context()
             if ctx is not None:
@@ -206,6 +207,7 @@ class Context:
     def infer(self, feeds: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
         """Copy ``feeds`` in, run, copy every output back; waits for the stream."""
         engine = self.owner
+        engine.logger.begin()  # this run's errors, not another lane's
         hosts: Dict[str, np.ndarray] = {}
         for info in engine.inputs:
             if info.name not in feeds:

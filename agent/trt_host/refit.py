@@ -43,7 +43,7 @@ def refit(engine: Engine, onnx: bytes) -> None:
     trt = engine.trt
     if not engine.refittable:
         raise RefitError("the engine was not built refittable (BuildOptions.refittable)")
-    engine.logger.take_errors()
+    engine.logger.begin()
     refitter = trt.Refitter(engine.engine, engine.logger)
     keep: List[Any] = []
     if engine.caps.refit_route == REFIT_ONNX_REFITTER:

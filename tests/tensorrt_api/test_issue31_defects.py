@@ -76,3 +76,41 @@ def test_row4_a_refused_tensor_address_is_an_error_naming_the_tensor(release: st
 
 def test_row6_thors_cuda_directory_is_searched() -> None:
     assert "/usr/local/cuda/targets/sbsa-linux/lib" in cudart.SEARCH_DIRS
+
+
+@pytest.mark.parametrize("release", ["8.5.2", "8.6.1", "10.3.0", "10.13.3"])
+def test_row3_one_logger_per_process_gives_each_engine_its_own_errors(release: str) -> None:
+    """TensorRT keeps the first logger a process gives it (NVIDIA/TensorRT#1475): with a logger
+    per engine, the second engine's refusal landed in the first engine's list and read "no
+    reason logged". Every Runtime gets the one logger; each failure reads its own words."""
+    s = StandIn(release)
+    engine_with_two_inputs(s)
+    caps = Capabilities.for_version(VERSIONS[release])
+    first = load(s.module, caps, RecordingCuda(), b"plan one")
+    second = load(s.module, caps, RecordingCuda(), b"plan two")
+    loggers = [call.args[0] for call in s.recorder.calls("Runtime.__init__")]
+    assert loggers[0] is loggers[1]  # the one logger TensorRT would keep anyway
+    kept = loggers[0]
+    severity = s.module.ILogger.Severity
+
+    def refuse(words: str) -> object:
+        def create(self: object, *args: object, **kwargs: object) -> None:
+            kept.log(severity.ERROR, words)  # TensorRT logs to the logger it kept
+
+        return create
+
+    name = (
+        "ICudaEngine.create_execution_context_without_device_memory"
+        if release.startswith("8.")
+        else "ICudaEngine.create_execution_context"
+    )
+    s.script(name, refuse("second engine: out of device memory"))
+    s.script("ICudaEngine.create_execution_context", refuse("second engine: out of device memory"))
+    with pytest.raises(EngineError, match="second engine: out of device memory"):
+        second.context()
+    s.script(name, refuse("first engine: no usable tactic"))
+    s.script("ICudaEngine.create_execution_context", refuse("first engine: no usable tactic"))
+    with pytest.raises(EngineError) as failed:
+        first.context()
+    assert "first engine: no usable tactic" in str(failed.value)
+    assert "second engine" not in str(failed.value)
