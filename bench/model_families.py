@@ -42,8 +42,26 @@ def read_lines(paths: Iterable[Path]) -> list[dict[str, Any]]:
 
 
 def _cell(text: str, limit: int = 160) -> str:
+    """``text`` for a table cell; a long one keeps its end (TensorRT says why last)."""
     text = text.replace("|", "\\|").replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return text if len(text) <= limit else "…" + text[-(limit - 1) :]
+
+
+def predict_now(lines: list[dict[str, Any]]) -> None:
+    """Replace each line's ``predicted`` with what this checkout's analyzer predicts for that
+    release (pure, runs anywhere): the outcome is the measurement, the prediction is code."""
+    from controller.analysis.report import analyze
+
+    models = {model.name: model for model in families()}
+    words = {"builds": "built", "falls_back": "fell_back"}
+    for line in lines:
+        model = models.get(line["model"])
+        if model is None:
+            continue
+        release = ".".join(str(line["tensorrt"]).split(".")[:2])
+        report = analyze(model.data, release, use_tensorrt=False, input_shapes=model.shapes)
+        if report.prediction is not None:
+            line["predicted"] = words[report.prediction.tensorrt]
 
 
 def release_table(release: str, lines: Sequence[dict[str, Any]], names: Sequence[str]) -> str:
@@ -80,16 +98,27 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("results", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument("--note", default="", help="what the runs were (commit, host, date)")
+    parser.add_argument(
+        "--as-recorded",
+        action="store_true",
+        help="keep the predictions recorded in the runs instead of this checkout's analyzer's",
+    )
     args = parser.parse_args(argv)
     lines = read_lines(args.results)
+    if not args.as_recorded:
+        predict_now(lines)
     names = [model.name for model in families()]
     releases = sorted({line["tensorrt"] for line in lines})
     text = "\n".join(
         [
             "# Model families on real TensorRT (tests/tensorrt/test_model_families.py)",
             "",
-            "Written by `python -m bench.model_families`; see its docstring.",
+            "Written by `python -m bench.model_families`; see its docstring. Outcomes are what the"
+            " runs measured; `analyzer predicted` is this checkout's analyzer unless the file says"
+            " `--as-recorded`.",
             "",
+            *([args.note, ""] if args.note else []),
             *[release_table(release, lines, names) for release in releases],
         ]
     )
