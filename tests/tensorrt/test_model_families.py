@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from agent.engines.build_protocol import BuildRequest
@@ -35,7 +36,8 @@ from agent.swap.hotswap import ValidationFailed
 from agent.swap.validation import parse_reference, validate
 from controller.analysis.reference_outputs import reference_npz
 from controller.analysis.report import analyze
-from shared.delegate import DelegateConfig, ShapeProfile
+from shared.default_profile import default_profiles
+from shared.delegate import DelegateConfig
 from shared.warmup_inputs import WarmupSpec
 from tests.model_families import FamilyModel, families, feeds
 
@@ -51,18 +53,20 @@ RELEASE = tensorrt_version()
 
 def config_for(family: FamilyModel) -> DelegateConfig:
     """What the controller resolves for a config that sets only the tactic sources this host
-    has: a shape profile min = opt = max from the pushed shapes for every input (the default
-    profile), fp16 where the model's own inputs are fp16."""
+    has (fp16 where the model's own inputs are fp16): its default shape profile from the pushed
+    shapes (:func:`shared.default_profile.default_profiles`) for every dynamic input."""
     sample = feeds(family)
     fp16 = any(array.dtype == np.float16 for array in sample.values())
-    profiles = [ShapeProfile(input=n, min=s, opt=s, max=s) for n, s in family.shapes.items()]
-    return DelegateConfig.model_validate(
-        {
-            "disabled_tactic_sources": NO_LIBRARIES,
-            "shapes": [p.model_dump() for p in profiles],
-            "precision": "fp16" if fp16 else "fp32",
-        }
+    config = DelegateConfig.model_validate(
+        {"disabled_tactic_sources": NO_LIBRARIES, "precision": "fp16" if fp16 else "fp32"}
     )
+    graph = onnx.load_model_from_string(family.data).graph
+    dims = {
+        value.name: [d.dim_param or (d.dim_value if d.HasField("dim_value") else -1)
+                     for d in value.type.tensor_type.shape.dim]
+        for value in graph.input
+    }  # fmt: skip
+    return default_profiles(dims, config, given=family.shapes).apply(config)
 
 
 def serve_on_tensorrt(
