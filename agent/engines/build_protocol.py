@@ -32,6 +32,7 @@ class BuildRequest(BaseModel):
     config: DelegateConfig
     timing_cache_path: Path | None = None
     calibration_cache_path: Path | None = None
+    calibration_inputs_path: Path | None = None  # sample inputs NPZ (input:<tensor>)
     dla_cores: int | None = None
 
 

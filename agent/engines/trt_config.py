@@ -8,8 +8,9 @@ Decided here, where the device's facts are known: a DLA core this device does no
 :class:`TrtConfigError` before any child starts; the config's shape profiles are ONE optimization
 profile (every profile must set every dynamic input; one profile per input cannot build); the
 timing cache is used at optimization levels above 0 only; the calibration cache only for INT8
-precisions of weakly typed networks. TF32, REFIT and the disabled tactic sources are the
-config's own (TF32 off by default, so FP32 engines match ONNX Runtime).
+precisions of weakly typed networks, and without one the version's sample inputs (the host then
+calibrates on the device; it skips them for a model with Q/DQ). TF32, REFIT and the disabled
+tactic sources are the config's own (TF32 off by default, so FP32 engines match ONNX Runtime).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def host_build_options(
     dla_cores: int | None,
     timing_cache_path: str | None = None,
     calibration_cache_path: str | None = None,
+    calibration_inputs_path: str | None = None,
 ) -> dict[str, Any]:
     """The plain build options of ``config`` on a device with ``dla_cores`` (None = unknown)."""
     if config.dla_core is not None and dla_cores is not None and config.dla_core >= dla_cores:
@@ -67,6 +69,8 @@ def host_build_options(
     int8 = config.precision in ("int8", "best") and not config.strongly_typed
     if int8 and config.calibration_cache_sha256 and calibration_cache_path is not None:
         options["calibration_cache_path"] = calibration_cache_path
+    elif int8 and not config.calibration_cache_sha256 and calibration_inputs_path is not None:
+        options["calibration_inputs_path"] = calibration_inputs_path
     return options
 
 
@@ -84,5 +88,6 @@ def host_build_request(request: BuildRequest) -> dict[str, Any]:
             request.dla_cores,
             text(request.timing_cache_path),
             text(request.calibration_cache_path),
+            text(request.calibration_inputs_path),
         ),
     }

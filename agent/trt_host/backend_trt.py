@@ -66,10 +66,12 @@ def build_options(plain: Mapping[str, Any]) -> build_module.BuildOptions:
     """:class:`~.build.BuildOptions` from a request's plain JSON options.
 
     ``profiles``: a list of profiles, each a list of ``{input, min, opt, max}``; the caches come
-    as file paths (``timing_cache_path``, read when it exists; ``calibration_cache_path``).
+    as file paths (``timing_cache_path``, read when it exists; ``calibration_cache_path``);
+    ``calibration_inputs_path``: an NPZ of sample inputs to calibrate INT8 with on this device.
     Unknown keys are refused, so a typo never builds silently with a default.
     """
     known = set(_OPTION_FIELDS) | {"profiles", "timing_cache_path", "calibration_cache_path"}
+    known |= {"calibration_inputs_path", "calibration_cache_out_path"}
     unknown = sorted(set(plain) - known)
     if unknown:
         raise build_module.BuildError(["unknown build options: %s" % ", ".join(unknown)])
@@ -93,6 +95,8 @@ def build_options(plain: Mapping[str, Any]) -> build_module.BuildOptions:
     if calibration:
         with open(calibration, "rb") as f:
             fields["calibration_cache"] = f.read()
+    if plain.get("calibration_inputs_path"):
+        fields["calibration_inputs"] = str(plain["calibration_inputs_path"])
     return build_module.BuildOptions(**fields)
 
 
@@ -110,17 +114,22 @@ def run_build(
     target: str,
     options: Mapping[str, Any],
     progress: Callable[[float, str], None],
+    cuda: Any = None,
 ) -> Dict[str, Any]:
-    """Build ``source`` (ONNX) into ``target`` (plan); BuildError with TensorRT's words."""
+    """Build ``source`` (ONNX) into ``target`` (plan); BuildError with TensorRT's words. A cache
+    that calibration from sample inputs wrote goes to ``calibration_cache_out_path`` if given."""
     started = time.monotonic()
     opts = build_options(options)
     with open(source, "rb") as f:
         onnx = f.read()
-    result = build_module.build(trt, caps, onnx, opts, progress)
+    result = build_module.build(trt, caps, onnx, opts, progress, cuda=cuda)
     write_atomically(target, result.plan)
     timing = options.get("timing_cache_path")
     if timing and result.timing_cache is not None:
         write_atomically(str(timing), result.timing_cache)
+    calibrated = options.get("calibration_cache_out_path")
+    if calibrated and result.calibration_cache is not None:
+        write_atomically(str(calibrated), result.calibration_cache)
     return {
         "path": target,
         "bytes": len(result.plan),
@@ -262,6 +271,7 @@ class TrtBackend:
                 target,
                 options,
                 lambda pct, message: progress("%.1f %s" % (pct, message)),
+                self.cuda,
             )
 
 

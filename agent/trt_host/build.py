@@ -9,7 +9,8 @@ chosen from the detected release and checkable against a stand-in of any release
   :class:`BuildError` naming it), and ``add_optimization_profile``'s answer is checked;
 - precision flags (where weak typing exists), TF32 set or cleared explicitly, DLA core with GPU
   fallback, workspace through ``set_memory_pool_limit``, tactic sources switched off by name,
-  ``BuilderFlag.REFIT`` when asked, INT8 from a calibration cache (a cache-only calibrator),
+  ``BuilderFlag.REFIT`` when asked, INT8 from a calibration cache of this release (another
+  release's is refused before building) or calibrated here from sample inputs (:mod:`.calibration`),
   timing cache in and out, optimization level and aux streams only where they exist;
 - progress: ``IProgressMonitor`` where it exists, else a heartbeat fed by the logger's messages
   (at most one per ``heartbeat_s``).
@@ -23,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from . import calibration
 from .trt_logger import make_logger
 from .versions import Capabilities
 
@@ -63,6 +65,7 @@ class BuildOptions:
     disabled_tactic_sources: Tuple[str, ...] = ()
     refittable: bool = False
     calibration_cache: Optional[bytes] = None
+    calibration_inputs: Optional[str] = None  # NPZ path: input:<tensor> arrays, case axis first
     timing_cache: Optional[bytes] = None
     use_timing_cache: bool = True
     strongly_typed: bool = False
@@ -76,6 +79,7 @@ class BuildResult:
     plan: bytes
     timing_cache: Optional[bytes]
     notes: Tuple[str, ...]
+    calibration_cache: Optional[bytes] = None  # written by a calibration from sample inputs
 
 
 def _heartbeat(progress: Progress, every_s: float) -> Callable[[str], None]:
@@ -113,26 +117,30 @@ def _monitor(trt: Any, progress: Progress) -> Any:
     return Monitor()
 
 
-def _calibrator(trt: Any, cache: bytes) -> Any:
-    class CacheCalibrator(trt.IInt8EntropyCalibrator2):  # type: ignore[misc]
-        """Serves a stored calibration cache; it has no data to calibrate with."""
-
-        def __init__(self) -> None:
-            trt.IInt8EntropyCalibrator2.__init__(self)
-
-        def get_batch_size(self) -> int:
-            return 1
-
-        def get_batch(self, names: List[str]) -> None:
-            return None
-
-        def read_calibration_cache(self) -> bytes:
-            return cache
-
-        def write_calibration_cache(self, data: Any) -> None:
-            return None
-
-    return CacheCalibrator()
+def _calibrator(
+    trt: Any,
+    builder: Any,
+    config: Any,
+    network: Any,
+    profiles: List[Any],
+    options: BuildOptions,
+    cuda: Any,
+) -> Any:
+    """The INT8 calibrator: the stored cache (its release checked in :func:`_check_options`), or
+    the sample inputs, one case per batch, on a calibration profile of their shapes."""
+    profile, batches = (profiles[0] if profiles else None), None
+    if options.calibration_inputs is not None:
+        try:
+            batches, profile = calibration.from_samples(
+                builder, network, options.calibration_inputs, cuda
+            )
+        except calibration.CalibrationError as exc:
+            raise BuildError([str(exc)]) from exc
+    calibrator = calibration.make_calibrator(trt, options.calibration_cache, batches)
+    config.int8_calibrator = calibrator
+    if profile is not None and not config.set_calibration_profile(profile):
+        raise BuildError(["TensorRT refused the calibration profile"])
+    return calibrator
 
 
 def _check_options(caps: Capabilities, options: BuildOptions, dla_cores: int) -> None:
@@ -148,6 +156,15 @@ def _check_options(caps: Capabilities, options: BuildOptions, dla_cores: int) ->
         )
     if options.calibration_cache is not None and not caps.int8_calibrator:
         raise BuildError(["INT8 calibration caches are gone in TensorRT %s: use Q/DQ" % caps.label])
+    if options.calibration_inputs is not None:
+        if not caps.int8_calibrator or options.precision not in ("int8", "best"):
+            raise BuildError(["calibration_inputs need precision int8 or best, TensorRT < 11"])
+        if options.calibration_cache is not None:
+            raise BuildError(["give calibration_cache or calibration_inputs, not both"])
+    if options.calibration_cache is not None:
+        problem = calibration.cache_problem(caps.version, options.calibration_cache)
+        if problem:
+            raise BuildError([problem])
     if options.strongly_typed and not (caps.strongly_typed_flag or caps.always_strongly_typed):
         raise BuildError(["strongly typed networks need TensorRT >= 9.1 (this is %s)" % caps.label])
     if options.strongly_typed and options.precision != "fp32":
@@ -238,6 +255,7 @@ def _configure(
 ) -> List[str]:
     flag = trt.BuilderFlag
     notes: List[str] = []
+    weak: List[str] = []  # the weak-typing flags set (deprecated from 10.12, issue 31 #5)
     if options.workspace_bytes:
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(options.workspace_bytes))
     if options.tf32:
@@ -251,20 +269,24 @@ def _configure(
             notes.append("this GPU has no fast FP16: building without the FP16 flag")
         else:
             config.set_flag(flag.FP16)
+            weak.append("FP16")
     typed = options.strongly_typed or caps.always_strongly_typed
     if wants_int8:
         config.set_flag(flag.INT8)
+        weak.append("INT8")
     elif qdq and not typed:
         # Q/DQ layers are INT8 whatever the config asks: a weakly typed 8.x network refuses
         # to build without the flag ("Int8 precision has been set for a layer or layer output,
         # but int8 is not configured in the builder", real 8.5.2 and 8.6.0, issue 30)
         config.set_flag(flag.INT8)
+        weak.append("INT8")
         notes.append("the model is quantized (Q/DQ layers): INT8 enabled where it says so")
     if options.dla_core is not None:
         config.default_device_type = trt.DeviceType.DLA
         config.DLA_core = int(options.dla_core)
         if caps.weak_typing_flags and not typed and not (wants_fp16 or wants_int8):
             config.set_flag(flag.FP16)  # a strongly typed network's DLA layers are typed by it
+            weak.append("FP16")
         config.set_flag(flag.GPU_FALLBACK if options.gpu_fallback else flag.DIRECT_IO)
     if options.refittable:
         config.set_flag(flag.REFIT)
@@ -285,7 +307,7 @@ def _configure(
         else:
             notes.append("max_aux_streams needs TensorRT >= 8.6: ignored")
     config.profiling_verbosity = getattr(trt.ProfilingVerbosity, options.profiling_verbosity)
-    return notes
+    return notes + caps.build_deprecations(weak, calibrates=wants_int8 and not qdq)
 
 
 def build(
@@ -295,8 +317,10 @@ def build(
     options: BuildOptions,
     progress: Optional[Progress] = None,
     heartbeat_s: float = 1.0,
+    cuda: Any = None,
 ) -> BuildResult:
-    """Build ``onnx`` into a plan; BuildError with the parser's or TensorRT's own words."""
+    """Build ``onnx`` into a plan; BuildError with the parser's or TensorRT's own words.
+    ``cuda``: the :class:`~.cudart.CudaRuntime` for calibration batches (opened when needed)."""
     report: Progress = progress if progress is not None else (lambda pct, msg: None)
     use_heartbeat = progress is not None and not caps.progress_monitor
     logger = make_logger(trt, _heartbeat(report, heartbeat_s) if use_heartbeat else None)
@@ -312,11 +336,10 @@ def build(
     profiles = _add_profiles(builder, config, network, options)
     notes = _configure(trt, caps, builder, config, options, _has_qdq(trt, network))
     calibrator = None
-    if options.calibration_cache is not None:
-        calibrator = _calibrator(trt, options.calibration_cache)
-        config.int8_calibrator = calibrator
-        if profiles:
-            config.set_calibration_profile(profiles[0])
+    if options.calibration_inputs is not None and _has_qdq(trt, network):
+        notes.append("the model is quantized (Q/DQ layers): its sample inputs are not calibrated")
+    elif options.calibration_cache is not None or options.calibration_inputs is not None:
+        calibrator = _calibrator(trt, builder, config, network, profiles, options, cuda)
     if options.use_timing_cache:
         cache = config.create_timing_cache(options.timing_cache or b"")
         if not config.set_timing_cache(cache, ignore_mismatch=False) and options.timing_cache:
@@ -326,13 +349,22 @@ def build(
     if progress is not None and caps.progress_monitor:
         config.progress_monitor = _monitor(trt, report)
     report(2.0, "building (TensorRT times tactics on this device)")
-    serialized = builder.build_serialized_network(network, config)
+    try:
+        serialized = builder.build_serialized_network(network, config)
+    finally:
+        if calibrator is not None:
+            calibrator.close()  # the calibration's device buffers
+    if calibrator is not None and calibrator.errors:
+        raise BuildError(calibrator.errors + logger.take_errors())
     if serialized is None:
         raise BuildError(logger.take_errors() or ["build_serialized_network returned None"])
     plan = bytes(memoryview(serialized))
     timing: Optional[bytes] = None
     if options.use_timing_cache:
         timing = bytes(memoryview(config.get_timing_cache().serialize()))
+    written = calibrator.written if calibrator is not None else None
     del calibrator, parser
     report(100.0, "plan serialized")
-    return BuildResult(plan=plan, timing_cache=timing, notes=tuple(notes))
+    return BuildResult(
+        plan=plan, timing_cache=timing, notes=tuple(notes), calibration_cache=written
+    )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import FrozenSet, Sequence, Tuple, Union
+from typing import FrozenSet, List, Sequence, Tuple, Union
 
 OLDEST = (8, 5)
 NEWEST = (11, 1)
@@ -22,6 +22,8 @@ NEWEST = (11, 1)
 MEMORY_V1_PROPERTY = "v1_property"  # 8.x/9.x: create_execution_context_without_device_memory()
 #                                     + context.device_memory = ptr, size device_memory_size
 MEMORY_STRATEGY_PROPERTY = "strategy_property"  # 10.0: strategy=USER_MANAGED + property
+#   (no JetPack ships 10.0 and the API table has no 10.0 column, so no stand-in checks this
+#   branch: tests/tensorrt_api/test_issue31_rows5_8.py::test_row8_the_10_0_memory_branch)
 MEMORY_V2 = "v2"  # >= 10.1: strategy=USER_MANAGED + set_device_memory(ptr, size), size _v2
 
 # Refit routes [22, 24]:
@@ -54,11 +56,13 @@ class Capabilities:
     always_strongly_typed: bool  # 11.x: every network is strongly typed, the flag is deprecated
     # builder [6-10, 26-30]
     weak_typing_flags: bool  # BuilderFlag.FP16/INT8 and precision constraints (< 11)
+    precision_flags_deprecated: bool  # BuilderFlag.FP16/INT8 deprecated (10.12 to 10.x, docs only)
     platform_speed_queries: bool  # Builder.platform_has_fast_fp16/_int8 (< 11)
     progress_monitor: bool  # IProgressMonitor + config.progress_monitor (>= 9.1)
     optimization_level: bool  # config.builder_optimization_level (>= 8.6)
     aux_streams: bool  # config.max_aux_streams (>= 8.6)
     int8_calibrator: bool  # IInt8EntropyCalibrator2 + config.int8_calibrator (< 11)
+    calibration_deprecated: bool  # int8_calibrator, set_calibration_profile (10.1 to 10.x; warn)
     timing_cache: bool  # create_timing_cache / set_timing_cache / serialize (all releases)
     tactic_sources: Tuple[str, ...]  # TacticSource names that exist
     tf32_flag: bool  # BuilderFlag.TF32 (all releases)
@@ -72,6 +76,27 @@ class Capabilities:
     @property
     def label(self) -> str:
         return ".".join(str(part) for part in self.version)
+
+    def build_deprecations(self, flags: Sequence[str], calibrates: bool) -> List[str]:
+        """Notes on what a build that sets ``BuilderFlag`` ``flags`` (and, ``calibrates``, takes
+        INT8 scales from a calibrator) uses that this release deprecates (issue 31 #5). The flags
+        are deprecated by documentation only; the calibrator's setters warn through
+        PyErr_WarnEx, which Python's default filters drop (the caller is not ``__main__``)."""
+        notes = []
+        if flags and self.precision_flags_deprecated:
+            notes.append(
+                "BuilderFlag.%s %s deprecated in TensorRT %s (superseded by strong typing): this "
+                "weakly typed build still works; strongly typed networks are the way "
+                "(strongly_typed, with the ONNX in FP16, or with Q/DQ layers for INT8)"
+                % ("/".join(flags), "is" if len(flags) == 1 else "are", self.label)
+            )
+        if calibrates and self.calibration_deprecated:
+            notes.append(
+                "INT8 calibration (int8_calibrator, set_calibration_profile) is deprecated in "
+                "TensorRT %s (superseded by explicit quantization): this build still calibrates; "
+                "an ONNX with Q/DQ layers is the way" % self.label
+            )
+        return notes
 
     @classmethod
     def for_version(cls, version: Union[str, Sequence[int]]) -> Capabilities:
@@ -109,11 +134,13 @@ class Capabilities:
             strongly_typed_flag=at_least((9, 1, 0)) and major < 11,
             always_strongly_typed=major >= 11,
             weak_typing_flags=major < 11,
+            precision_flags_deprecated=at_least((10, 12, 0)) and major < 11,
             platform_speed_queries=major < 11,
             progress_monitor=at_least((9, 1, 0)),
             optimization_level=at_least((8, 6, 0)),
             aux_streams=at_least((8, 6, 0)),
             int8_calibrator=major < 11,
+            calibration_deprecated=at_least((10, 1, 0)) and major < 11,
             timing_cache=True,
             tactic_sources=sources,
             tf32_flag=True,
