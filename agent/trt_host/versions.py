@@ -23,7 +23,7 @@ MEMORY_V1_PROPERTY = "v1_property"  # 8.x/9.x: create_execution_context_without_
 #                                     + context.device_memory = ptr, size device_memory_size
 MEMORY_STRATEGY_PROPERTY = "strategy_property"  # 10.0: strategy=USER_MANAGED + property
 #   (no JetPack ships 10.0 and the API table has no 10.0 column, so no stand-in checks this
-#   branch: tests/tensorrt_api/test_issue31_rows5_8.py::test_row8_the_10_0_memory_branch)
+#   branch; its names are present at NVIDIA's tag v10.0.1, python/src/infer/pyCore.cpp)
 MEMORY_V2 = "v2"  # >= 10.1: strategy=USER_MANAGED + set_device_memory(ptr, size), size _v2
 
 # Refit routes [22, 24]:

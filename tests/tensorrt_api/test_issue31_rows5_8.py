@@ -29,7 +29,7 @@ import pytest
 from agent.trt_host.backend_trt import TrtBackend, TrtModel
 from agent.trt_host.build import BuildError, BuildOptions, BuildResult, build
 from agent.trt_host.refit import RefitError
-from agent.trt_host.versions import MEMORY_STRATEGY_PROPERTY, MEMORY_V2, Capabilities
+from agent.trt_host.versions import MEMORY_V2, Capabilities
 from tests.tensorrt_api.conftest import RecordingCuda
 from tests.tensorrt_api.scenes import (
     TWO_INPUTS,
@@ -291,34 +291,3 @@ def test_row8_contexts_rebind_their_memory_after_the_arena_grows(
         assert not rec.touched("IExecutionContext.set_device_memory")
     backend.infer(large, feeds())
     assert not deprecated_touched(standin)
-
-
-TEN_ZERO = [r for r in RELEASES if VERSIONS[r].startswith("10.0.")]
-
-
-@pytest.mark.parametrize("release", TEN_ZERO or ["10.0 (no column)"])
-def test_row8_the_10_0_memory_branch(release: str, tmp_path: Path) -> None:
-    """TensorRT 10.0 (MEMORY_STRATEGY_PROPERTY: ``create_execution_context(strategy=
-    USER_MANAGED)``, then the write-only ``context.device_memory`` property sized by
-    ``device_memory_size``; ``set_device_memory`` came in 10.1) ships in no JetPack, and the API
-    table has no 10.0 column (its tags: 8.5.2, v8.6.1, v10.3.0, v10.13.3, v11.1), so no
-    stand-in exists for it and none is faked here: the branch is checked only by the names'
-    presence at NVIDIA's tag v10.0.1 (python/src/infer/pyCore.cpp: create_execution_context with
-    ``strategy``, ``device_memory`` with a setter only, ``device_memory_size``). Generating the
-    table with ``--tags … v10.0.1=10.0.1`` (and the column in standin.RELEASES/VERSIONS) turns
-    this into a real test; or drop the branch from versions.py."""
-    if not TEN_ZERO:
-        pytest.skip("the API table has no TensorRT 10.0 column: no stand-in for the 10.0 branch")
-    s = StandIn(release)
-    caps = caps_of(s)
-    assert caps.memory_mode == MEMORY_STRATEGY_PROPERTY
-    engine_with_two_inputs(s)
-    backend = TrtBackend(s.module, caps, RecordingCuda())
-    backend.infer(backend.load(plan_file(tmp_path), {}), feeds())
-    rec = s.recorder
-    created = rec.calls("ICudaEngine.create_execution_context")
-    strategy = s.module.ExecutionContextAllocationStrategy.USER_MANAGED
-    assert created[0].kwargs == {"strategy": strategy}
-    assert rec.sets("IExecutionContext.device_memory")
-    assert rec.touched("ICudaEngine.device_memory_size")
-    assert not [e for e in rec.events if e.op == "missing"]
