@@ -36,9 +36,10 @@ from agent.link.mqtt_link import MqttLink
 from agent.link.outbox import Outbox
 from agent.runtimes.base import ModelLoader
 from agent.service.lifecycle import ServiceNotifications, phase_text
-from agent.serving.app import ServingServer, create_app
+from agent.serving.app import create_app
 from agent.serving.batching import Batcher
 from agent.serving.core import ModelRegistry
+from agent.serving.http_server import ServingServer
 from agent.serving.prometheus import PromMetrics
 from agent.serving.shared_memory import SharedMemoryRegions
 from agent.settings import AgentSettings
@@ -61,7 +62,8 @@ from agent.telemetry.collectors.inference import HistogramMetrics, InferenceColl
 from agent.telemetry.loop import TelemetryLoop
 from agent.trust.store import TrustStore
 from agent.trust.verifier import ArtifactVerifier
-from shared.messages import DesiredState, DeviceFacts, ReportedState
+from shared.facts import DeviceFacts
+from shared.messages import DesiredState, ReportedState
 from shared.topics import Topics
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from pydantic_settings import SettingsError as PydanticSettingsError
 
 from agent.errors import SettingsError
 from agent.hardware.sim_profiles import PROFILES
-from agent.link.enrolment import identity_path, identity_settings, read_identity
+from agent.identity_file import identity_path, identity_settings, read_identity
 from shared.topics import DEFAULT_PREFIX, DEVICE_ID_PATTERN, TopicError, Topics
 from shared.transport import MqttAuth, parse_broker_url
 
@@ -313,7 +313,7 @@ def load_settings(config: Path | None = None, *, with_identity: bool = True) -> 
 
 def _with_identity(settings: AgentSettings, file_values: dict[str, Any]) -> AgentSettings:
     """``settings`` with the enrolled identity (``<state_dir>/identity.json``) filling what
-    neither the config file nor the environment set (see agent/link/enrolment.py)."""
+    neither the config file nor the environment set (see agent/identity_file.py)."""
     try:
         identity = read_identity(settings.state_dir)
     except ValueError as exc:

@@ -28,9 +28,10 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from agent.runtimes.ort import load_ort
-from agent.serving.app import ServingServer, create_app
+from agent.serving.app import create_app
 from agent.serving.batching import Batcher
 from agent.serving.core import ModelRegistry, ServedModel
+from agent.serving.http_server import ServingServer
 from agent.telemetry.metrics import Metrics
 
 WIDTH = 2048

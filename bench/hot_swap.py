@@ -30,8 +30,9 @@ import httpx
 import numpy as np
 
 from agent.runtimes.ort import load_ort
-from agent.serving.app import ServingServer, create_app
+from agent.serving.app import create_app
 from agent.serving.core import ModelRegistry, ServedModel
+from agent.serving.http_server import ServingServer
 from agent.swap.admission import need_of
 from agent.swap.headroom import HeadroomProbe
 from agent.swap.hotswap import Candidate, HotSwapper

@@ -33,11 +33,11 @@ from pathlib import Path
 
 import psutil
 
-from controller.ingest.handlers import tune_garbage_collector
+from controller.ingest.gc_tuning import tune_garbage_collector
 from controller.server import Controller
 from controller.settings import Settings
 from shared.codec import encode
-from shared.messages import ModelStats, Telemetry
+from shared.telemetry import ModelStats, Telemetry
 
 DEFAULT_PG = os.environ.get(
     "JETFLEET_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

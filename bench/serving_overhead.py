@@ -44,8 +44,9 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from agent.runtimes.ort import load_ort
-from agent.serving.app import READ_SIZE, ServingServer, create_app
+from agent.serving.app import create_app
 from agent.serving.core import ModelRegistry, ServedModel
+from agent.serving.http_server import READ_SIZE, ServingServer
 from agent.serving.shared_memory import SharedMemoryRegions
 from agent.telemetry.metrics import Metrics
 from tests.analysis_models import mobilenet_v2_like

@@ -13,7 +13,8 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, ValidationError
 
-from shared.messages import DesiredState, Event, ReportedState, Status, Telemetry
+from shared.messages import DesiredState, Event, ReportedState, Status
+from shared.telemetry import Telemetry
 from shared.topics import Channel
 
 M = TypeVar("M", bound=BaseModel)

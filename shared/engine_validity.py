@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from shared.engine_keys import ValidityKey
+from shared.facts import DeviceFacts
 from shared.hardware_class import hardware_class
-from shared.messages import DeviceFacts
 
 _MIB = 1024 * 1024
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from shared.messages import DeviceFacts
+from shared.facts import DeviceFacts
 
 _SLUG = re.compile(r"[^a-z0-9]+")
 

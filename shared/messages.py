@@ -1,7 +1,10 @@
 """Wire messages: one versioned pydantic model per MQTT payload (ARCHITECTURE.md §3).
 
-Every message carries ``schema`` (``jetfleet/<kind>/<n>``). Receivers decode with
-:func:`shared.codec.decode`, which turns any validation failure into one error naming the field.
+Here: desired, reported, event and status. The facts a reported document carries are in
+:mod:`shared.facts`, the telemetry sample in :mod:`shared.telemetry`, their base and patterns in
+:mod:`shared.wire_model`. Every message carries ``schema`` (``jetfleet/<kind>/<n>``). Receivers
+decode with :func:`shared.codec.decode`, which turns any validation failure into one error naming
+the field.
 """
 
 from __future__ import annotations
@@ -10,9 +13,10 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
+from pydantic import Field, field_validator
 
 from shared.delegate import DelegateConfig
+from shared.facts import DeviceFacts
 from shared.jobs import Job
 from shared.manifests import (
     DocumentSignature,
@@ -22,27 +26,37 @@ from shared.manifests import (
     document_payload,
 )
 from shared.topics import DEVICE_ID_PATTERN
+from shared.wire_model import (
+    MODEL_NAME_PATTERN,
+    SHA256_PATTERN,
+    VERSION_PATTERN,
+    DeviceId,
+    WireModel,
+)
+
+__all__ = [
+    "SCHEMA_DESIRED",
+    "SCHEMA_EVENT",
+    "SCHEMA_REPORTED",
+    "SCHEMA_STATUS",
+    "ArtifactRef",
+    "DesiredState",
+    "DeviceFacts",  # the facts inside ReportedState; defined in shared.facts
+    "Event",
+    "EventKind",
+    "JsonValue",
+    "ModelSlot",
+    "ReportedState",
+    "ServingSettings",
+    "SlotPhase",
+    "SlotStatus",
+    "Status",
+]
 
 SCHEMA_DESIRED: Final = "jetfleet/desired/1"
 SCHEMA_REPORTED: Final = "jetfleet/reported/1"
-SCHEMA_TELEMETRY: Final = "jetfleet/telemetry/1"
 SCHEMA_EVENT: Final = "jetfleet/event/1"
-SCHEMA_FACTS: Final = "jetfleet/facts/1"
 SCHEMA_STATUS: Final = "jetfleet/status/1"
-
-MODEL_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
-VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$"
-SHA256_PATTERN = r"^[0-9a-f]{64}$"
-
-DeviceId = str
-
-
-class WireModel(BaseModel):
-    """Base of every wire message: unknown fields are errors, instances are immutable."""
-
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True
-    )
 
 
 # --- desired ---------------------------------------------------------------------------------
@@ -144,73 +158,6 @@ class DesiredState(WireModel):
         return next((s for s in self.slots if s.name == name), None)
 
 
-# --- facts -----------------------------------------------------------------------------------
-
-
-class FactSource(WireModel):
-    """Whether one facts source answered, and why not when it did not."""
-
-    available: bool
-    reason: str | None = Field(default=None, description="Why the source is absent.")
-
-
-class JetsonFacts(WireModel):
-    """Jetson-specific facts (filled by the probe, or by a simulated profile)."""
-
-    module: str | None = None
-    part_number: str | None = None
-    soc: str | None = None
-    jetpack: str | None = None
-    l4t: str | None = None
-    power_mode: str | None = None
-    power_mode_id: int | None = None
-    jetson_clocks: bool | None = None
-    dla_cores: int | None = None
-
-
-class GpuFacts(WireModel):
-    """The accelerator the engines target."""
-
-    name: str | None = None
-    compute_capability: str | None = None
-    sm_count: int | None = None
-    memory_total_bytes: int | None = None
-    cuda_version: str | None = None
-    driver_version: str | None = None
-
-
-class DeviceFacts(WireModel):
-    """What a gateway is: hardware, OS, runtimes. Absent sources say why."""
-
-    schema_: Literal["jetfleet/facts/1"] = Field(default=SCHEMA_FACTS, alias="schema")
-    hostname: str
-    os: str
-    arch: str
-    cpu_model: str | None = None
-    cpu_count: int | None = None
-    memory_total_bytes: int | None = None
-    python_version: str | None = None
-    onnxruntime_version: str | None = None
-    tensorrt_version: str | None = None
-    tensorrt_python: str | None = Field(
-        default=None,
-        description="Interpreter the TensorRT host runs under (it imports tensorrt); None when "
-        "none can. Added within jetfleet/facts/1: older documents lack it.",
-    )
-    tensorrt_python_version: str | None = Field(
-        default=None, description="That interpreter's Python version (3.8 on JetPack 5.1)."
-    )
-    jetson: JetsonFacts | None = None
-    gpu: GpuFacts | None = None
-    sources: dict[str, FactSource] = Field(
-        default_factory=dict, description="Per source (psutil, jetson, tensorrt, nvml...)."
-    )
-    simulated: bool = Field(
-        default=False, description="True when a simulated profile supplied hardware facts."
-    )
-    profile: str | None = Field(default=None, description="Simulated profile name, if any.")
-
-
 # --- reported --------------------------------------------------------------------------------
 
 
@@ -273,112 +220,6 @@ class ReportedState(WireModel):
     facts: DeviceFacts
     serve_url: str | None = Field(default=None, description="Local KServe v2 endpoint.")
     agent_version: str
-
-
-# --- telemetry -------------------------------------------------------------------------------
-
-
-class ModelStats(WireModel):
-    """Inference counters of one model since the previous sample (a window, not a total)."""
-
-    name: str = Field(pattern=MODEL_NAME_PATTERN)
-    version: str | None = None
-    requests: int = Field(ge=0)
-    errors: int = Field(ge=0)
-    latency_p50_ms: float | None = Field(default=None, ge=0)
-    latency_p95_ms: float | None = Field(default=None, ge=0)
-    latency_p99_ms: float | None = Field(default=None, ge=0)
-    latency_buckets: tuple[NonNegativeInt, ...] = Field(
-        default=(),
-        description="Successful requests per latency bucket in this window (not cumulative): "
-        "bucket i counts latency_bounds_ms[i-1] < ms <= latency_bounds_ms[i], the last one those "
-        "above the last bound; empty when the agent keeps no histogram.",
-    )
-    engine_key: str | None = Field(default=None, description="Engine key serving this model now.")
-
-
-class Telemetry(WireModel):
-    """One health sample. ``sample_id`` is the idempotency key: the controller stores it once."""
-
-    schema_: Literal["jetfleet/telemetry/1"] = Field(default=SCHEMA_TELEMETRY, alias="schema")
-    device_id: DeviceId = Field(pattern=DEVICE_ID_PATTERN)
-    sample_id: str = Field(min_length=1, max_length=128)
-    ts: datetime
-    interval_s: float = Field(gt=0, description="Window the counters cover.")
-    cpu_percent: float = Field(ge=0)
-    memory_used_bytes: int = Field(ge=0)
-    memory_total_bytes: int = Field(ge=0)
-    models: tuple[ModelStats, ...] = ()
-    gpu_load_percent: float | None = Field(
-        default=None, ge=0, description="GPU load in percent (mean over GPUs on a dGPU host)."
-    )
-    gpu_memory_used_bytes: int | None = Field(
-        default=None, ge=0, description="Discrete GPU memory in use, bytes (summed over GPUs)."
-    )
-    gpu_memory_total_bytes: int | None = Field(
-        default=None, ge=0, description="Discrete GPU memory in total, bytes (summed over GPUs)."
-    )
-    memory_available_bytes: int | None = Field(
-        default=None,
-        ge=0,
-        description="Memory available to new allocations, bytes (shared by CPU and GPU on Jetson).",
-    )
-    nvmap_used_bytes: int | None = Field(
-        default=None, ge=0, description="Jetson NvMapMemUsed (GPU allocations), bytes."
-    )
-    lfb_blocks: int | None = Field(
-        default=None, ge=0, description="Jetson largest free block, in blocks of lfb_block_bytes."
-    )
-    lfb_block_bytes: int | None = Field(
-        default=None, ge=0, description="Size of one lfb block, bytes (4 MiB on Jetson)."
-    )
-    largest_free_block_bytes: int | None = Field(
-        default=None,
-        ge=0,
-        description="Largest contiguous free memory block, bytes (fragmentation headroom).",
-    )
-    disk_free_bytes: int | None = Field(
-        default=None, ge=0, description="Free bytes on the file system of the state directory."
-    )
-    net_sent_bytes: int | None = Field(
-        default=None, ge=0, description="Bytes sent on all interfaces during the window."
-    )
-    net_recv_bytes: int | None = Field(
-        default=None, ge=0, description="Bytes received on all interfaces during the window."
-    )
-    queue_depth: int | None = Field(
-        default=None, ge=0, description="Inference requests waiting or running now."
-    )
-    swaps: int | None = Field(default=None, ge=0, description="Engine swaps during the window.")
-    temperatures_c: dict[str, float] = Field(
-        default_factory=dict, description="Temperature per sensor or GPU, degrees Celsius."
-    )
-    temperature_max_c: float | None = Field(
-        default=None, description="Hottest of temperatures_c, degrees Celsius."
-    )
-    power_mw: float | None = Field(
-        default=None, ge=0, description="Total board (Jetson) or GPU (dGPU) power, milliwatts."
-    )
-    power_rails_mw: dict[str, float] = Field(
-        default_factory=dict, description="Power per rail (INA3221 hwmon / jtop), milliwatts."
-    )
-    power_mode: str | None = Field(default=None, description="Jetson nvpmodel mode name.")
-    jetson_clocks: bool | None = Field(
-        default=None, description="Whether jetson_clocks pins the clocks at their maximum."
-    )
-    latency_bounds_ms: tuple[float, ...] | None = Field(
-        default=None,
-        description="Upper bounds of the models' latency_buckets, milliseconds, ascending.",
-    )
-    sources_absent: dict[str, str] = Field(
-        default_factory=dict,
-        description="Each configured telemetry source that did not answer → why.",
-    )
-    spool_dropped: int | None = Field(
-        default=None,
-        ge=0,
-        description="Messages the agent's offline spool dropped to stay within its bounds, ever.",
-    )
 
 
 # --- events and presence ---------------------------------------------------------------------

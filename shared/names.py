@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from shared.messages import MODEL_NAME_PATTERN, SHA256_PATTERN, VERSION_PATTERN
 from shared.topics import DEVICE_ID_PATTERN
+from shared.wire_model import MODEL_NAME_PATTERN, SHA256_PATTERN, VERSION_PATTERN
 
 _SHA256 = re.compile(SHA256_PATTERN)
 _MODEL_NAME = re.compile(MODEL_NAME_PATTERN)

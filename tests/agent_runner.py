@@ -8,7 +8,7 @@ from agent.daemon import AgentDaemon
 from agent.hardware.facts import probe_facts
 from agent.hardware.runtime_kinds import ONNXRUNTIME
 from agent.settings import AgentSettings
-from shared.messages import DeviceFacts
+from shared.facts import DeviceFacts
 
 
 class RunningAgent:

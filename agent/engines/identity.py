@@ -16,7 +16,7 @@ from agent.hardware.runtime_kinds import UnknownRuntime, runtime_kind
 from shared.delegate import DelegateConfig
 from shared.engine_keys import ContentKey, TuningTag, ValidityKey, engine_key
 from shared.engine_validity import IdentityError as IdentityError
-from shared.messages import DeviceFacts
+from shared.facts import DeviceFacts
 
 
 @dataclass(frozen=True)

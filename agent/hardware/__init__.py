@@ -1,7 +1,7 @@
 """Hardware facts of a gateway: Jetson module, JetPack/L4T, power mode, GPU, TensorRT.
 
 Every source is optional. Each probe answers a value or, when its source is missing, a
-:class:`shared.messages.FactSource` that says why, so the operator can tell "not a Jetson" from
+:class:`shared.facts.FactSource` that says why, so the operator can tell "not a Jetson" from
 "nvpmodel not installed" from "TensorRT not importable". Foreign libraries (TensorRT, CUDA Python,
 NVML, jtop) are imported only inside their own probe module, and only when probed.
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from shared.messages import FactSource, GpuFacts
+from shared.facts import FactSource, GpuFacts
 
 RUNTIME_MODULES = ("cuda.bindings.runtime", "cuda.cudart")
 INSTALL_HINT = "pip install cuda-python to report SM count and CUDA versions"

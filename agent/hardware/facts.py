@@ -22,7 +22,7 @@ from agent.hardware.commands import Runner, default_runner
 from agent.hardware.probe import HardwareFacts, RuntimeSetting, choose_runtime, probe_hardware
 from agent.hardware.sim_profiles import PROFILES
 from shared.delegate import Runtime
-from shared.messages import DeviceFacts, FactSource
+from shared.facts import DeviceFacts, FactSource
 
 SIMULATED_SOURCES = (
     "jetson",

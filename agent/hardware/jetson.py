@@ -18,7 +18,7 @@ from agent.hardware import jetson_text
 from agent.hardware.catalog import Catalog, load_catalog
 from agent.hardware.commands import Runner, default_runner, failure_reason
 from agent.hardware.jtop_probe import JtopReading, probe_jtop
-from shared.messages import FactSource, JetsonFacts
+from shared.facts import FactSource, JetsonFacts
 
 RELEASE_FILE = Path("etc/nv_tegra_release")
 DEVICE_TREE = Path("proc/device-tree")

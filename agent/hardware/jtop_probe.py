@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared.messages import FactSource
+from shared.facts import FactSource
 
 JTOP_SOCKET = Path("run/jtop.sock")
 JTOP_INTERVAL_S = 0.5

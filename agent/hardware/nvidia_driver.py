@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared.messages import FactSource
+from shared.facts import FactSource
 
 DRIVER_DIR = Path("proc/driver/nvidia")
 _VERSION = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(?P<version>\d+(?:\.\d+)+)")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.hardware.cuda_probe import cuda_version_text
-from shared.messages import FactSource, GpuFacts
+from shared.facts import FactSource, GpuFacts
 
 INSTALL_HINT = "pip install nvidia-ml-py to report the dGPU"
 

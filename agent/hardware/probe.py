@@ -26,7 +26,7 @@ from agent.hardware.nvml_probe import probe_nvml
 from agent.hardware.runtime_kinds import ONNXRUNTIME, TENSORRT, RuntimeName
 from agent.hardware.tensorrt_probe import probe_tensorrt
 from agent.hardware.trt_python import TrtPython
-from shared.messages import FactSource, GpuFacts, JetsonFacts
+from shared.facts import FactSource, GpuFacts, JetsonFacts
 
 CUDA_SOURCES = ("cuda", "nvml", "cudart")
 """The sources that can say a CUDA device answers (cuda-python, NVML, the host's libcudart)."""

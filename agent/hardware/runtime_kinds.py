@@ -25,7 +25,7 @@ from typing import Literal
 from shared import engine_validity
 from shared.delegate import DelegateConfig
 from shared.engine_keys import ValidityKey
-from shared.messages import DeviceFacts
+from shared.facts import DeviceFacts
 
 RuntimeName = Literal["onnxruntime", "tensorrt"]
 ProfileSource = Literal["onnxruntime-profiler", "tensorrt-iprofiler"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.messages import GpuFacts, JetsonFacts
+from shared.facts import GpuFacts, JetsonFacts
 
 _GIB = 1024**3
 

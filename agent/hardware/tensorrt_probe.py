@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.hardware.trt_python import TrtPython, find_tensorrt_python
-from shared.messages import FactSource, GpuFacts
+from shared.facts import FactSource, GpuFacts
 
 INSTALL_HINT = (
     "install python3-libnvinfer (JetPack) or NVIDIA's tensorrt wheel (x86; `jetfleet-agent "

@@ -21,8 +21,9 @@ from agent.slots.records import SlotsView
 from agent.swap.admission import Need
 from agent.swap.budget import MemoryBudget, Reservation
 from agent.swap.validation import Reference, ReferenceError, parse_reference
+from shared.facts import DeviceFacts
 from shared.jobs import Job, JobArtifact, JobProgress
-from shared.messages import ArtifactRef, DeviceFacts
+from shared.messages import ArtifactRef
 
 Emit = Callable[..., None]
 """``emit(kind, slot, message, **data)``: the agent's event publisher (thread-safe)."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from agent.hardware import jetson_text
 from agent.hardware.commands import Runner, default_runner, failure_reason
 from shared.delegate import DelegateConfig
-from shared.messages import DeviceFacts
+from shared.facts import DeviceFacts
 
 NVPMODEL_MODES = ("nvpmodel", "-p", "--verbose")
 NVPMODEL_QUERY = ("nvpmodel", "-q")

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.jobs.power import Apply, PowerControl, PowerError, Refuse
-from shared.messages import DeviceFacts, ModelSlot
+from shared.facts import DeviceFacts
+from shared.messages import ModelSlot
 
 log = logging.getLogger(__name__)
 

@@ -6,5 +6,6 @@ controller and the one reading of HTTP statuses as transient or permanent), :mod
 (artifacts over HTTP, resumable), :mod:`.enrolment` (one-time token → device identity) and
 :mod:`.broker_probe` (the doctor's connection check).
 
-May use: :mod:`agent.hardware`, :mod:`agent.settings`, :mod:`agent.errors`, :mod:`shared`.
+May use: :mod:`agent.hardware`, the agent's leaves (:mod:`agent.settings`, :mod:`agent.errors`,
+:mod:`agent.identity_file`, :mod:`agent.durable_files`) and :mod:`shared`.
 """

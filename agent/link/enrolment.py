@@ -2,10 +2,10 @@
 
 ``jetfleet-agent enroll`` posts the token, the device id, labels and probed facts to the
 controller's ``POST /api/v1/enroll`` and stores the answer in ``<state_dir>/identity.json``
-(mode 0600, replaced atomically): its own broker credential, an API token for the controller,
-and the fleet's public signing key (pinned by ``agent/trust/store.py``). ``load_settings``
-fills the broker credential, API token, device id, labels and URLs from this file unless the
-config file or the environment sets them.
+(:mod:`agent.identity_file`: mode 0600, replaced atomically): its own broker credential, an API
+token for the controller, and the fleet's public signing key (pinned by ``agent/trust/store.py``).
+``load_settings`` fills the broker credential, API token, device id, labels and URLs from this
+file unless the config file or the environment sets them.
 
 The labels the controller answers with are the enrolment token's: a controller does not let a
 device choose its own labels, so any of the ``labels`` setting it did not grant come back in the
@@ -14,100 +14,21 @@ summary's ``ignored_labels`` (the CLI warns about them) and enrolment still succ
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from agent.durable_files import fsync_dir
 from agent.errors import AgentError
+from agent.identity_file import write_identity
 from agent.link.http import Answer, HttpClient, Unreachable, controller_tls
-
-if TYPE_CHECKING:
-    from agent.settings import AgentSettings
-
-IDENTITY_FILE = "identity.json"
-IDENTITY_KEYS = (
-    "device_id",
-    "controller_url",
-    "broker_url",
-    "topic_prefix",
-    "broker_username",
-    "broker_password",
-    "api_token",
-    "fleet_key",
-    "enrolled_at",
-    "labels",
-)
-SETTINGS_FROM_IDENTITY = (
-    "device_id",
-    "controller_url",
-    "broker_url",
-    "topic_prefix",
-    "broker_username",
-    "broker_password",
-    "api_token",
-    "labels",
-)
-"""Settings an identity fills when neither the config file nor the environment sets them."""
-
+from agent.settings import AgentSettings
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 class EnrolmentError(AgentError):
     """The controller refused the token, or could not be reached; the message says why."""
-
-
-def identity_path(state_dir: Path) -> Path:
-    return state_dir / IDENTITY_FILE
-
-
-def read_identity(state_dir: Path) -> dict[str, Any] | None:
-    """The stored identity, or None before enrolment; ValueError when the file is unusable."""
-    path = identity_path(state_dir)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc.strerror}") from exc
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"{path} is not JSON ({exc}): enrol again") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("device_id"), str):
-        raise ValueError(f"{path} holds no device identity: enrol again")
-    return data
-
-
-def identity_settings(identity: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings values an identity provides (None values left out)."""
-    return {
-        key: identity[key]
-        for key in SETTINGS_FROM_IDENTITY
-        if identity.get(key) is not None and identity.get(key) != {}
-    }
-
-
-def write_identity(state_dir: Path, identity: Mapping[str, Any]) -> Path:
-    """Replace ``identity.json`` atomically, created with mode 0600 (it holds secrets)."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    path = identity_path(state_dir)
-    data = {key: identity.get(key) for key in IDENTITY_KEYS}
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(state_dir)
-    return path
 
 
 def request_identity(

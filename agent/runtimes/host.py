@@ -102,7 +102,7 @@ class TrtHost:
         self._stop = threading.Event()
         self._died = threading.Event()
         self._proc: HostProcess | None = None
-        self._models: list[HostModel] = []
+        self._models: list[HostModel[TrtHost]] = []
         self._crashes = 0
         self.restarts = 0
         self.last_exit: str | None = None
@@ -228,7 +228,7 @@ class TrtHost:
         path: Path,
         options: Mapping[str, Any] | None = None,
         on_progress: Callable[[str], None] | None = None,
-    ) -> HostModel:
+    ) -> HostModel[TrtHost]:
         """Load ``path`` into the host (ModelLoadError with the host's reason, or its death)."""
         opts = dict(options or {})
         try:
@@ -278,7 +278,21 @@ class TrtHost:
             raise BuildFailed(f"build of {source.name} failed: {reply.body.get('message')}", lines)
         return dict(reply.body)
 
-    def _forget(self, model: HostModel) -> None:
+    # -- what its models ask of it (host_model.ModelHost) -------------------------------------
+
+    @property
+    def infer_timeout_s(self) -> float:
+        """How long one request to the host may take (``config.infer_timeout_s``)."""
+        return self.config.infer_timeout_s
+
+    def settle(self, model: HostModel[TrtHost], state: str, reason: str | None) -> None:
+        """Set ``model``'s state and reason under the host's condition; wakes ``wait_settled``."""
+        with self._changed:
+            model.state, model.reason = state, reason
+            self._changed.notify_all()
+
+    def forget(self, model: HostModel[TrtHost]) -> None:
+        """Drop a closed ``model`` from the table (it is not reloaded after a crash)."""
         with self._changed:
             if model in self._models:
                 self._models.remove(model)

@@ -7,9 +7,14 @@ before ``infer`` returns, because the next request reuses that region. ``state``
 ``restarting`` (its host died; answers InferenceError at once until reloaded), ``failed`` (the
 reload after a restart failed; ``reason`` says why) or ``closed``.
 
+A model knows its host only as a :class:`ModelHost`: what it asks of it (the request timeout,
+:meth:`~ModelHost.settle` and :meth:`~ModelHost.forget`, public on ``TrtHost``), so this module
+does not import :mod:`agent.runtimes.host`, which imports it.
+
 Concurrency: the model's lock serialises its requests (one request per region at a time) and
 guards its process/handle, which the host's monitor thread swaps on reload (:meth:`rebind`);
-``state``/``reason`` change under the host's condition, which ``wait_settled`` waits on.
+``state``/``reason`` change under the host's condition (:meth:`ModelHost.settle`), which
+``wait_settled`` waits on.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import contextlib
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -27,9 +32,6 @@ from agent.runtimes.base import TensorSpec
 from agent.runtimes.host_process import HostDied, HostProcess
 from agent.trt_host import protocol as p
 from agent.trt_host import shm
-
-if TYPE_CHECKING:
-    from agent.runtimes.host import TrtHost
 
 SERVING, RESTARTING, FAILED, CLOSED = "serving", "restarting", "failed", "closed"
 
@@ -42,13 +44,33 @@ def failure(reply: p.Message, error: type[Exception]) -> Exception:
     return error(message)
 
 
-class HostModel:
-    """A model loaded in a :class:`TrtHost`; a ``LoadedModel``. ``state``: serving,
+class ModelHost(Protocol):
+    """What a :class:`HostModel` asks of the host it was loaded into (``TrtHost``)."""
+
+    @property
+    def infer_timeout_s(self) -> float:
+        """How long one request to the host may take."""
+        ...
+
+    def settle(self, model: HostModel[Any], state: str, reason: str | None) -> None:
+        """Set ``model``'s state and reason under the host's condition, and wake its waiters."""
+        ...
+
+    def forget(self, model: HostModel[Any]) -> None:
+        """Drop a closed ``model`` from the host's table (it is not reloaded after a crash)."""
+        ...
+
+
+H = TypeVar("H", bound=ModelHost)
+
+
+class HostModel(Generic[H]):
+    """A model loaded in a host ``H`` (a ``TrtHost``); a ``LoadedModel``. ``state``: serving,
     restarting, failed or closed; ``reason`` says why when not serving."""
 
     def __init__(
         self,
-        host: TrtHost,
+        host: H,
         path: Path,
         options: dict[str, Any],
         proc: HostProcess,
@@ -77,9 +99,7 @@ class HostModel:
         return self._outputs
 
     def settle(self, state: str, reason: str | None) -> None:
-        with self.host._changed:
-            self.state, self.reason = state, reason
-            self.host._changed.notify_all()
+        self.host.settle(self, state, reason)
 
     def rebind(self, proc: HostProcess, body: dict[str, Any]) -> None:
         """Serve from ``proc`` (a restarted host) with the reloaded model's handle."""
@@ -124,7 +144,7 @@ class HostModel:
                 shm.write(region, arrays, descriptors)
                 body = {"model": self._handle, "region": region.name, "size": region.size}
                 body["inputs"] = descriptors
-                reply = proc.request(p.INFER, body, self.host.config.infer_timeout_s)
+                reply = proc.request(p.INFER, body, self.host.infer_timeout_s)
                 if reply.kind != p.OK:
                     raise failure(reply, InferenceError)
                 out = proc.attach_output(self._handle, reply.body["region"], reply.body["size"])
@@ -157,10 +177,10 @@ class HostModel:
             self._drop_region()
             was = self.state
             self.state, self.reason = CLOSED, "closed"
-        self.host._forget(self)
+        self.host.forget(self)
         if was == SERVING and proc.death is None:
             with contextlib.suppress(HostDied):  # gone with its host
-                proc.request(p.UNLOAD, {"model": handle}, self.host.config.infer_timeout_s)
+                proc.request(p.UNLOAD, {"model": handle}, self.host.infer_timeout_s)
 
 
 def _specs(raw: list[dict[str, Any]]) -> list[TensorSpec]:

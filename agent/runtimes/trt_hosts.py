@@ -53,7 +53,7 @@ def host_config() -> HostConfig:
 class TrtHostModel:
     """A TensorRT model in a host; ``own_host`` is closed with the model (worker mode)."""
 
-    def __init__(self, model: HostModel, own_host: TrtHost | None = None) -> None:
+    def __init__(self, model: HostModel[TrtHost], own_host: TrtHost | None = None) -> None:
         self.model = model
         self._own_host = own_host
 

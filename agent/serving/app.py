@@ -1,4 +1,4 @@
-"""KServe v2 REST on Starlette, served by uvicorn in a background thread; Prometheus ``/metrics``.
+"""KServe v2 REST on Starlette; Prometheus ``/metrics``. :mod:`agent.serving.http_server` serves it.
 
 Routes: ``/v2`` (server metadata), ``/v2/health/live``, ``/v2/health/ready``,
 ``/v2/models/<name>`` and ``/v2/models/<name>/versions/<v>`` (model metadata),
@@ -15,10 +15,6 @@ through :meth:`ModelRegistry.acquire`, so a swap never fails a request (see
 :mod:`agent.serving.core`). With a :class:`Batcher`, requests of models that ask for it are
 dynamically batched on their leased engine (:mod:`agent.serving.batching`).
 
-The uvicorn thread runs under :class:`shared.supervision.Supervised` with policy ``exit``: a
-gateway whose KServe server died serves nothing while it goes on reporting, so the process ends
-(status 70) and systemd starts it again.
-
 Starlette rather than FastAPI: the routes take no validated bodies (the KServe body is parsed
 by :mod:`agent.serving.kserve`), and FastAPI's import alone costs an idle agent
 ~11 MB of RSS (issue 6).
@@ -26,23 +22,18 @@ by :mod:`agent.serving.kserve`), and FastAPI's import alone costs an idle agent
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import socket
 import time
 from collections.abc import Callable
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from agent.errors import InferenceError, InvalidInputError, StartupError
+from agent.errors import InferenceError, InvalidInputError
 from agent.runtimes.base import TensorSpec
 from agent.serving.batching import Batcher
 from agent.serving.core import Busy, ModelRegistry, NotServed
@@ -60,18 +51,10 @@ from agent.serving.prometheus import CONTENT_TYPE, PromMetrics
 from agent.serving.shared_memory import RegionError, SharedMemoryRegions
 from agent.telemetry.metrics import Metrics
 from shared.codec import JSONError, load_json
-from shared.supervision import Supervised
-
-log = logging.getLogger(__name__)
 
 PLATFORM = "onnxruntime_onnx"
 EXTENSIONS = ["binary_tensor_data", "model_repository_metadata", "metrics"]
 HEADER_LENGTH = "inference-header-content-length"
-READ_SIZE = 1 << 20
-"""Bytes asked of the socket per read. asyncio's default, 256 KiB, splits a 1x3x224x224 FP32
-request (600 KB) into three reads, each a turn of the event loop with uvicorn pausing and
-resuming the socket in between; reads of up to 1 MiB took 0.2 to 2.5 ms off such a request on
-the 2-core VM (bench/results/serving_overhead.md)."""
 MAX_BODY_BYTES = 256 << 20
 """Largest request body read (413 past it): a 1x3x1024x1024 FP32 image as JSON tensors is
 ~120 MB; binary data is a quarter of its JSON."""
@@ -173,10 +156,29 @@ def create_app(
     on.
     """
     extensions = EXTENSIONS + (["system_shared_memory"] if shared_memory is not None else [])
+    routes = [
+        *_shared_memory_routes(shared_memory),
+        *_server_routes(registry, is_ready, server_version, extensions, prometheus, batcher),
+        *_model_routes(registry),
+        *_infer_routes(registry, metrics, prometheus, batcher, shared_memory, max_body_bytes),
+    ]
+    return Starlette(routes=routes, exception_handlers={StarletteHTTPException: _http_error})
 
-    async def http_error(_: Request, exc: Exception) -> Response:
-        assert isinstance(exc, StarletteHTTPException)
-        return _error(exc.status_code, str(exc.detail))
+
+async def _http_error(_: Request, exc: Exception) -> Response:
+    assert isinstance(exc, StarletteHTTPException)
+    return _error(exc.status_code, str(exc.detail))
+
+
+def _server_routes(
+    registry: ModelRegistry,
+    is_ready: Callable[[], bool],
+    server_version: str,
+    extensions: list[str],
+    prometheus: PromMetrics | None,
+    batcher: Batcher | None,
+) -> list[Route]:
+    """``/v2`` (server metadata), ``/metrics`` and the two health routes."""
 
     def server_metadata(_: Request) -> Response:
         return JSONResponse(
@@ -194,6 +196,18 @@ def create_app(
     def ready(_: Request) -> Response:
         ok = is_ready()
         return JSONResponse({"ready": ok}, status_code=200 if ok else 503)
+
+    get = ["GET"]
+    return [
+        Route("/v2", server_metadata, methods=get),
+        Route("/metrics", metrics_text, methods=get),
+        Route("/v2/health/live", live, methods=get),
+        Route("/v2/health/ready", ready, methods=get),
+    ]
+
+
+def _model_routes(registry: ModelRegistry) -> list[Route]:
+    """A model's metadata and readiness, with or without its version in the path."""
 
     def served_entry(request: Request) -> tuple[Any, Response | None]:
         name = request.path_params["name"]
@@ -226,6 +240,25 @@ def create_app(
         if error is not None:
             return error
         return JSONResponse({"name": entry.name, "ready": True})
+
+    get = ["GET"]
+    return [
+        Route("/v2/models/{name}", model_metadata, methods=get),
+        Route("/v2/models/{name}/versions/{version}", model_metadata, methods=get),
+        Route("/v2/models/{name}/ready", model_ready, methods=get),
+        Route("/v2/models/{name}/versions/{version}/ready", model_ready, methods=get),
+    ]
+
+
+def _infer_routes(
+    registry: ModelRegistry,
+    metrics: Metrics,
+    prometheus: PromMetrics | None,
+    batcher: Batcher | None,
+    shared_memory: SharedMemoryRegions | None,
+    max_body_bytes: int,
+) -> list[Route]:
+    """``POST .../infer``: run a request on the model's leased engine, counted in the metrics."""
 
     async def infer(request: Request) -> Response:
         name: str = request.path_params["name"]
@@ -266,6 +299,15 @@ def create_app(
             headers={"Inference-Header-Content-Length": str(header_length)},
         )
 
+    return [
+        Route("/v2/models/{name}/infer", infer, methods=["POST"]),
+        Route("/v2/models/{name}/versions/{version}/infer", infer, methods=["POST"]),
+    ]
+
+
+def _shared_memory_routes(shared_memory: SharedMemoryRegions | None) -> list[Route]:
+    """The system shared-memory extension: register, unregister, status (400 when it is off)."""
+
     async def shm_register(request: Request) -> Response:
         if shared_memory is None:
             return _error(400, SHM_OFF)
@@ -295,115 +337,11 @@ def create_app(
         except RegionError as exc:
             return _error(400, str(exc))
 
-    get = ["GET"]
     shm = "/v2/systemsharedmemory"
-    routes = [
-        Route(f"{shm}/status", shm_status, methods=get),
-        Route(f"{shm}/region/{{region}}/status", shm_status, methods=get),
+    return [
+        Route(f"{shm}/status", shm_status, methods=["GET"]),
+        Route(f"{shm}/region/{{region}}/status", shm_status, methods=["GET"]),
         Route(f"{shm}/region/{{region}}/register", shm_register, methods=["POST"]),
         Route(f"{shm}/unregister", shm_unregister, methods=["POST"]),
         Route(f"{shm}/region/{{region}}/unregister", shm_unregister, methods=["POST"]),
-        Route("/v2", server_metadata, methods=get),
-        Route("/metrics", metrics_text, methods=get),
-        Route("/v2/health/live", live, methods=get),
-        Route("/v2/health/ready", ready, methods=get),
-        Route("/v2/models/{name}", model_metadata, methods=get),
-        Route("/v2/models/{name}/versions/{version}", model_metadata, methods=get),
-        Route("/v2/models/{name}/ready", model_ready, methods=get),
-        Route("/v2/models/{name}/versions/{version}/ready", model_ready, methods=get),
-        Route("/v2/models/{name}/infer", infer, methods=["POST"]),
-        Route("/v2/models/{name}/versions/{version}/infer", infer, methods=["POST"]),
     ]
-    return Starlette(routes=routes, exception_handlers={StarletteHTTPException: http_error})
-
-
-class _HttpProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, reading up to :data:`READ_SIZE` bytes per ``recv``."""
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        # asyncio's selector transport reads ``self.max_size`` bytes per recv (a class
-        # attribute); other loops' transports may not have it, and keep their own size.
-        if hasattr(transport, "max_size"):
-            transport.max_size = READ_SIZE
-        super().connection_made(transport)
-
-
-class ServingServer:
-    """Runs an ASGI app with uvicorn in a daemon thread; ``start`` returns the bound port.
-
-    Once started, a server that stops without :meth:`stop` (its loop raised, or it returned on
-    its own) calls ``on_fatal(name, exc)``: by default the process exits so systemd restarts it.
-    """
-
-    def __init__(
-        self,
-        app: Starlette,
-        host: str,
-        port: int,
-        on_fatal: Callable[[str, BaseException], None] | None = None,
-    ) -> None:
-        self._host = host
-        self._on_fatal = on_fatal
-        config = uvicorn.Config(
-            app,
-            host=host,
-            port=port,
-            log_level="warning",
-            access_log=False,
-            lifespan="off",
-            http=_HttpProtocol,
-        )
-        config.ws = "none"
-        self._server = uvicorn.Server(config)
-        self._thread: Supervised | None = None
-        self.port = port
-
-    def start(self, timeout_s: float = 15.0) -> int:
-        """Bind and start serving; StartupError naming the setting when that is impossible."""
-        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            # Accepted connections inherit it: without it, a response written in two parts
-            # (head, body) waits for the client's delayed ACK, ~40 ms per request on Linux.
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.bind((self._host, self.port))
-        except OSError as exc:
-            sock.close()
-            raise StartupError(
-                f"cannot serve on {self._host}:{self.port} ({exc.strerror}): "
-                "set JETFLEET_SERVE_ADDRESS to a free HOST:PORT"
-            ) from exc
-        self.port = int(sock.getsockname()[1])
-        self._thread = Supervised(
-            "kserve", lambda: self._serve(sock), policy="exit", on_fatal=self._on_fatal, logger=log
-        ).start()
-        deadline = time.monotonic() + timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                self.stop()
-                raise StartupError(f"the KServe server on {self._host}:{self.port} did not start")
-            time.sleep(0.02)
-        return self.port
-
-    def _serve(self, sock: socket.socket) -> None:
-        """The thread's body: serve until :meth:`stop`; any other end raises (fatal).
-
-        A failure before the server started is only logged: :meth:`start` reports it as a
-        StartupError, as it does for a port that is taken.
-        """
-        try:
-            self._server.run(sockets=[sock])
-        except BaseException:
-            if not self._server.started or self._server.should_exit:
-                log.exception("the KServe server on %s:%s failed", self._host, self.port)
-                return
-            raise
-        if self._server.started and not self._server.should_exit:
-            raise RuntimeError(f"the KServe server on {self._host}:{self.port} stopped by itself")
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Stop accepting requests, let in-flight ones finish, and join the thread."""
-        self._server.should_exit = True
-        if self._thread is not None and self._thread.is_alive():
-            self._thread.join(timeout_s)

@@ -37,7 +37,8 @@ from agent.swap.hotswap import Candidate, HotSwapper
 from agent.swap.journal import Pointer
 from agent.swap.validation import ReferenceError, parse_reference
 from agent.trust.verifier import ArtifactVerifier
-from shared.messages import DeviceFacts, ModelSlot, SlotPhase
+from shared.facts import DeviceFacts
+from shared.messages import ModelSlot, SlotPhase
 
 
 class SlotLoader(Protocol):

@@ -21,8 +21,8 @@ from datetime import datetime, timezone
 
 from agent.link.outbox import Outbox
 from agent.telemetry.collectors.health import HealthReadings, HealthSampler
-from shared.messages import ModelStats, Telemetry
 from shared.supervision import Supervised
+from shared.telemetry import ModelStats, Telemetry
 from shared.topics import Channel
 
 log = logging.getLogger(__name__)

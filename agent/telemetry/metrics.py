@@ -11,7 +11,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from shared.messages import ModelStats
+from shared.telemetry import ModelStats
 
 
 def percentile(sorted_values: Sequence[float], pct: float) -> float:

@@ -23,13 +23,13 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 
 from agent.durable_files import write_atomically
 from agent.errors import StartupError
+from agent.identity_file import identity_path
 from shared.manifests import B64_PATTERN, KEY_ID_PATTERN, KeyEndorsement, b64decode, key_id_of
 from shared.trust_policy import Installed
 
 log = logging.getLogger(__name__)
 
 TRUST_FILE = "trust.json"
-IDENTITY_FILE = "identity.json"
 
 KeySource = Literal["enrolment", "endorsement", "pin"]
 
@@ -172,7 +172,7 @@ class TrustStore:
         self._save(self._content.model_copy(update={"models": models}))
 
     def _pin_enrolment_key(self) -> None:
-        fleet_key = _identity_fleet_key(self._state_dir / IDENTITY_FILE)
+        fleet_key = _identity_fleet_key(identity_path(self._state_dir))
         if fleet_key is None or fleet_key[0] == self._content.enrolment_key_id:
             return
         key_id, public_key = fleet_key
@@ -180,7 +180,7 @@ class TrustStore:
             self.pin(key_id, public_key, source="enrolment")
         except ValueError as exc:
             raise StartupError(
-                f"{self._state_dir / IDENTITY_FILE}: fleet_key is invalid ({exc}): enrol again"
+                f"{identity_path(self._state_dir)}: fleet_key is invalid ({exc}): enrol again"
             ) from exc
         self._save(self._content.model_copy(update={"enrolment_key_id": key_id}))
 

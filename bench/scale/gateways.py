@@ -32,16 +32,10 @@ from typing import Any
 
 from bench.scale.wire import connect_packet, puback_id, publish_packet
 from shared.codec import encode
-from shared.messages import (
-    DeviceFacts,
-    ModelStats,
-    ReportedState,
-    SlotPhase,
-    SlotStatus,
-    Status,
-    Telemetry,
-)
+from shared.facts import DeviceFacts
+from shared.messages import ReportedState, SlotPhase, SlotStatus, Status
 from shared.mqtt_wire import DISCONNECT, PINGREQ, read_publishes, split_packets, subscribe_packet
+from shared.telemetry import ModelStats, Telemetry
 from shared.topics import Channel, Topics
 from shared.transport import agent_client_id
 

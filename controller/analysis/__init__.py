@@ -6,8 +6,10 @@ that keep the graph acyclic, CPU↔GPU crossings with their bytes, support rates
 FLOPs, a verdict with advice, and the prediction: does the agent's TensorRT build take the whole
 model, or does the slot fall back to ONNX Runtime, and why. Only ``graph`` imports onnx and only
 ``tensorrt_check`` imports TensorRT; the rest is pure. Also what a pushed model is
-(``onnx_inspect``), its reference outputs (``reference_outputs``) and the bounded child processes
-both run in after a push (``runner``, ``reference_runner``, ``bounded_child``).
+(``onnx_inspect``), its reference outputs (``reference_outputs``), the bounded child processes
+both run in after a push (``runner``, ``reference_runner``, ``bounded_child``), and a model with
+external data inlined from an archive at upload (``external_data``; the archive is read by
+``archive_limits``, ``archive_tar``, ``archive_zip`` and ``archive_reading``).
 
 Layer: below fleet (the catalog runs it at push time); may use artifacts (where the bytes are),
 db, the leaves and ``shared``.

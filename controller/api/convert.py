@@ -36,7 +36,7 @@ from controller.records import (
     TelemetryRecord,
     VersionView,
 )
-from shared.messages import ModelStats
+from shared.telemetry import ModelStats
 
 
 def device_out(d: DeviceRecord) -> DeviceOut:

@@ -14,7 +14,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.delegate import DelegateConfig
-from shared.messages import DeviceFacts, ModelStats, SlotStatus
+from shared.facts import DeviceFacts
+from shared.messages import SlotStatus
+from shared.telemetry import ModelStats
 
 
 class ApiModel(BaseModel):

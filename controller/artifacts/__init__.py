@@ -4,5 +4,5 @@
 and the filesystem backend), :mod:`.s3` (the S3-compatible backend, the only boto3 user, imported
 only when chosen), :mod:`.local_cache` (verified local copies of remote artifacts, bounded),
 :mod:`.byte_range` (HTTP ``Range``, pure), :mod:`.engines` (engine uploads, manifests, build
-leases; ARCHITECTURE.md §4), :mod:`.leases` (may this device build this engine now? pure).
+leases; ARCHITECTURE.md §4; who may build now is :func:`controller.records.decide_lease`, pure).
 """

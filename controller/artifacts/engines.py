@@ -54,7 +54,7 @@ from shared.engines import (
     LeaseOut,
     LeaseRequest,
 )
-from shared.messages import DeviceFacts
+from shared.facts import DeviceFacts
 
 TuningMatch = Literal["exact", "other", "any"]
 """How a returned manifest relates to the asked tuning: tuned under it, under another one (no

@@ -3,7 +3,8 @@
 One module per command group (models, devices, deploy, configs, rollouts, engines, profile/tune,
 tokens, enrolment and devices' security, keys, db, broker, login, analyze, demo, serve);
 :mod:`.render` (tables and JSON for people and scripts), :mod:`.fetch` (a version's bytes for
-``models analyze``). Commands are thin: they parse options and call the API through
+``models analyze``), :mod:`.serve_settings` (``serve``'s options checked and turned into
+settings). Commands are thin: they parse options and call the API through
 :mod:`controller.client`, or, for the offline ones (``db``, ``keys``, ``tokens`` bootstrap,
 ``broker config``, ``serve``), one service function.
 

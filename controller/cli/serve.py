@@ -1,18 +1,19 @@
-"""``jetfleet serve``: run the controller (HTTP API, MQTT ingest, artifact store)."""
+"""``jetfleet serve``: run the controller (HTTP API, MQTT ingest, artifact store).
+
+The command and its options; :mod:`controller.cli.serve_settings` turns them into the settings.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 import os
-import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 import click
 
 from controller.broker_admin.base import choose_admin
+from controller.cli.serve_settings import Security, Size, build_settings, object_store_settings
 from controller.errors import ControllerError
 from controller.settings import (
     DATA_DIR_ENV,
@@ -20,67 +21,16 @@ from controller.settings import (
     DEFAULT_EMBEDDED_BROKER,
     DEFAULT_HTTP,
     DEFAULT_MAX_MODEL_NODES,
-    DEFAULT_MAX_MQTT_PAYLOAD_BYTES,
-    DEFAULT_MAX_UPLOAD_BYTES,
     DEFAULT_REFERENCE_TIMEOUT_S,
     S3_ADDRESSING,
-    ObjectStoreSettings,
-    S3Addressing,
-    Settings,
     check_replica_id,
-    default_data_dir,
-    default_db_url,
     from_environment,
-    parse_artifact_store,
     parse_broker_url,
-    parse_host_port,
     parse_trusted_proxy,
 )
-from shared.topics import DEFAULT_PREFIX, TopicError, Topics
-from shared.transport import MqttAuth
-
-_SIZE = re.compile(r"(?P<n>\d+)\s*(?P<unit>B?|[KMGT]i?B?)", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
-
-
-def parse_size(text: str) -> int:
-    """``2G``, ``512MiB``, ``64k`` or plain bytes → bytes (binary units); ValueError otherwise."""
-    match = _SIZE.fullmatch(text.strip())
-    if match is None or int(match["n"]) == 0:
-        raise ValueError(f"expected a positive size like 2G, 512M or 1048576, got {text!r}")
-    return int(match["n"]) * _UNITS[match["unit"][:1].lower()]
-
-
-class _Size(click.ParamType[int]):
-    name = "SIZE"
-
-    def convert(
-        self, value: object, param: click.Parameter | None, ctx: click.Context | None
-    ) -> int:
-        if isinstance(value, int):
-            return value
-        try:
-            return parse_size(str(value))
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
-
+from shared.topics import DEFAULT_PREFIX
 
 _READABLE = click.Path(exists=True, dir_okay=False, readable=True, path_type=Path)
-
-
-@dataclass(frozen=True)
-class Security:
-    """The TLS, broker-credential and size-limit options of ``jetfleet serve``."""
-
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    broker_ca: Path | None = None
-    broker_cert: Path | None = None
-    broker_key: Path | None = None
-    broker_user: str | None = None
-    broker_password_file: Path | None = None
-    max_upload: int = DEFAULT_MAX_UPLOAD_BYTES
-    max_mqtt_payload: int = DEFAULT_MAX_MQTT_PAYLOAD_BYTES
 
 
 @click.command("serve")
@@ -142,14 +92,14 @@ class Security:
 )
 @click.option(
     "--max-upload",
-    type=_Size(),
+    type=Size(),
     default="2G",
     show_default=True,
     help="Largest model/artifact/reference upload; larger ones get HTTP 413.",
 )
 @click.option(
     "--max-mqtt-payload",
-    type=_Size(),
+    type=Size(),
     default="1M",
     show_default=True,
     help="Larger MQTT messages from agents are dropped undecoded (counted as rejected).",
@@ -255,7 +205,7 @@ class Security:
 @click.option(
     "--artifact-cache",
     "artifact_cache",
-    type=_Size(),
+    type=Size(),
     default="8G",
     show_default=True,
     help="With --artifact-store: bound of the local copies kept in <data-dir>/artifact-cache.",
@@ -324,7 +274,7 @@ def serve(
             max_upload=max_upload,
             max_mqtt_payload=max_mqtt_payload,
         )
-        settings = _settings(
+        settings = build_settings(
             db_url,
             broker_url,
             http,
@@ -349,7 +299,7 @@ def serve(
             analysis_timeout_s=analysis_timeout_s,
             reference_timeout_s=reference_timeout_s,
             trusted_proxies=tuple(parse_trusted_proxy(p) for p in trusted_proxies),
-            object_store=_object_store(
+            object_store=object_store_settings(
                 artifact_store,
                 s3_endpoint,
                 s3_region,
@@ -362,102 +312,3 @@ def serve(
         run(settings)
     except ControllerError as exc:
         raise click.ClickException(str(exc)) from exc
-
-
-def _settings(
-    db_url: str | None,
-    broker_url: str | None,
-    http: str,
-    data_dir: Path | None,
-    auto_migrate: bool,
-    embedded: str,
-    public_url: str | None,
-    topic_prefix: str,
-    security: Security | None = None,
-) -> Settings:
-    sec = security or Security()
-    data = data_dir or default_data_dir()
-    http_host, http_port = parse_host_port(http, "--http")
-    broker_host, broker_port = parse_host_port(embedded, "--embedded-broker")
-    if broker_url is not None:
-        parse_broker_url(broker_url)
-    try:
-        Topics(topic_prefix)
-    except TopicError as exc:
-        raise click.BadParameter(str(exc), param_hint="--topic-prefix") from exc
-    return Settings(
-        db_url=db_url or default_db_url(data),
-        broker_url=broker_url,
-        data_dir=data,
-        http_host=http_host,
-        http_port=http_port,
-        embedded_broker_host=broker_host,
-        embedded_broker_port=broker_port,
-        public_url=public_url,
-        topic_prefix=topic_prefix,
-        auto_migrate=auto_migrate,
-        broker_auth=_broker_auth(broker_url, sec),
-        tls_cert_file=sec.tls_cert,
-        tls_key_file=sec.tls_key,
-        max_upload_bytes=sec.max_upload,
-        max_mqtt_payload_bytes=sec.max_mqtt_payload,
-    )
-
-
-def _object_store(
-    url: str | None,
-    endpoint: str | None,
-    region: str | None,
-    addressing: str,
-    cache_bytes: int,
-    redirect_s: int,
-) -> ObjectStoreSettings | None:
-    """The ``--artifact-store`` settings; the S3 options refused without it."""
-    if url is None:
-        given = endpoint or region or addressing != "auto" or redirect_s
-        if given:
-            raise click.UsageError(
-                "--s3-endpoint/--s3-region/--s3-addressing/--artifact-redirect need "
-                "--artifact-store s3://BUCKET"
-            )
-        return None
-    bucket, prefix = parse_artifact_store(url)
-    return ObjectStoreSettings(
-        bucket=bucket,
-        prefix=prefix,
-        endpoint_url=endpoint,
-        region=region,
-        addressing=cast("S3Addressing", addressing),  # one of S3_ADDRESSING (click.Choice)
-        cache_bytes=cache_bytes,
-        redirect_s=redirect_s,
-    )
-
-
-def _broker_auth(broker_url: str | None, sec: Security) -> MqttAuth:
-    """The controller's broker credential and TLS files; refuses options that cannot apply."""
-    tls_files = (sec.broker_ca, sec.broker_cert, sec.broker_key)
-    if any(tls_files) and not (broker_url or "").startswith("mqtts://"):
-        raise click.UsageError("--broker-ca/--broker-cert/--broker-key need --broker mqtts://...")
-    if (sec.broker_cert is None) != (sec.broker_key is None):
-        raise click.UsageError("--broker-cert and --broker-key go together")
-    if (sec.tls_cert is None) != (sec.tls_key is None):
-        raise click.UsageError("--tls-cert and --tls-key go together")
-    password = None
-    if sec.broker_password_file is not None:
-        if sec.broker_user is None:
-            raise click.UsageError("--broker-password-file needs --broker-user")
-        try:
-            lines = sec.broker_password_file.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise click.BadParameter(
-                f"cannot read {sec.broker_password_file}: {exc}",
-                param_hint="--broker-password-file",
-            ) from exc
-        password = lines[0] if lines else ""
-    return MqttAuth(
-        username=sec.broker_user,
-        password=password,
-        ca_file=sec.broker_ca,
-        cert_file=sec.broker_cert,
-        key_file=sec.broker_key,
-    )

@@ -12,10 +12,10 @@ retention; reads in :mod:`.telemetry_reads`, row format in :mod:`.telemetry_rows
 
 Layer: the bottom of the controller. It may use ``controller.records``, ``controller.errors``,
 ``controller.settings``, ``shared`` and its own libraries (SQLAlchemy, Alembic, psycopg,
-pydantic), nothing above. Two pure decisions run inside its transactions, under the row lock
-they need, and are imported from above (the layers contract names them): build leases
-(``lease_rows`` → :func:`controller.artifacts.leases.decide`) and engine replacement
-(``engine_store`` → :func:`controller.trust.engine_trust.may_replace`).
+pydantic), nothing above. The two pure decisions it runs inside its transactions, under the row
+lock they need, are records' own (:mod:`controller.records.engines`): build leases
+(``lease_rows`` → :func:`~controller.records.decide_lease`) and engine replacement
+(``engine_store`` → :func:`~controller.records.may_replace`).
 
 Importing the package registers every table module on ``schema.Base.metadata``, so Alembic's
 environment and the autogenerate check always see the whole schema.

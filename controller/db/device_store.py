@@ -4,7 +4,7 @@ One transaction per method; SQLAlchemy errors become :mod:`controller.errors` (t
 :class:`~controller.db.session.SessionStore`). Part of
 :class:`~controller.db.repository.Repository`.
 What a device reports about itself is stored as JSON and handed out typed (the wire models
-:class:`~shared.messages.DeviceFacts` and :class:`~shared.messages.SlotStatus`).
+:class:`~shared.facts.DeviceFacts` and :class:`~shared.messages.SlotStatus`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,9 @@ from controller.db.session import SessionStore, in_chunks
 from controller.errors import DatabaseError, InvalidInput, NotFound
 from controller.records import DeviceRecord, PlannedSlot, SlotChange, SlotPlan
 from shared.delegate import DelegateConfig
+from shared.facts import DeviceFacts
 from shared.hardware_class import hardware_class
-from shared.messages import DeviceFacts, SlotStatus
+from shared.messages import SlotStatus
 
 
 class DeviceStore(SessionStore):

@@ -5,11 +5,9 @@ valid in another, only tuned for other clocks, so twins in each power mode share
 Each manifest row records its provenance (who uploaded it, the uploading device's hardware class,
 an operator's approval), and ``engine_trust`` the trust mode per class
 (:mod:`controller.trust.engine_trust` decides what they mean). Whether an upload may replace a
-stored build is decided under that build's row lock, so this module imports
-:func:`~controller.trust.engine_trust.may_replace` from above ``db`` (an exception the
-controller's layers contract names).
+stored build is decided under that build's row lock (:func:`controller.records.may_replace`).
 
-A lease request runs :func:`controller.artifacts.leases.decide` inside a transaction that holds
+A lease request runs :func:`controller.records.decide_lease` inside a transaction that holds
 the lease row's write lock (:mod:`controller.db.lease_rows`): ``BEGIN IMMEDIATE`` on SQLite (one
 writer at a time), ``SELECT ... FOR UPDATE`` on PostgreSQL. When no row exists yet, two first
 requests both insert and the primary key lets one commit; the other retries and then sees (and
@@ -48,8 +46,8 @@ from controller.records import (
     TrustMode,
     UploaderKind,
     check_mode,
+    may_replace,
 )
-from controller.trust.engine_trust import may_replace
 from shared.engines import BuildFailureOut, EngineManifest
 from shared.messages import DeviceFacts
 
@@ -164,7 +162,7 @@ class EngineStoreDb(SessionStore):
         release that build lease; False when the same one was stored.
 
         A different manifest under the same (engine key, tuning) is a :class:`Conflict`, unless
-        :func:`~controller.trust.engine_trust.may_replace` lets this upload replace it.
+        :func:`~controller.records.may_replace` lets this upload replace it.
         """
         key = manifest.engine_key
         dumped = manifest.model_dump(mode="json")

@@ -1,10 +1,9 @@
 """One lease row per name, decided under a row lock: engine build leases and controller leadership.
 
-The decision itself is pure (:func:`controller.artifacts.leases.decide`); this is the part that
-makes it atomic, so this module imports the decision from above ``db`` (an exception the
-controller's layers contract names). SQLite takes the write lock up front (``BEGIN IMMEDIATE``),
-PostgreSQL locks the row (``SELECT ... FOR UPDATE``). When no row exists yet two callers may both
-insert; the loser gets an IntegrityError and its caller decides again against the winner's row.
+The decision itself is pure (:func:`controller.records.decide_lease`); this is the part that
+makes it atomic. SQLite takes the write lock up front (``BEGIN IMMEDIATE``), PostgreSQL locks the
+row (``SELECT ... FOR UPDATE``). When no row exists yet two callers may both insert; the loser
+gets an IntegrityError and its caller decides again against the winner's row.
 """
 
 from __future__ import annotations
@@ -15,10 +14,9 @@ from typing import TypeVar
 
 from sqlalchemy.orm import Session
 
-from controller.artifacts.leases import decide
 from controller.db.schema import BuildLease
 from controller.db.schema_rollouts import ControllerLease
-from controller.records import Decision, Lease
+from controller.records import Decision, Lease, decide_lease
 
 Row = TypeVar("Row", BuildLease, ControllerLease)
 
@@ -39,7 +37,7 @@ def decide_locked(
         session.connection().exec_driver_sql("BEGIN IMMEDIATE")
     row = session.get(model, key, with_for_update=True)
     existing = None if row is None else Lease(row.holder, row.expires_at)
-    decision = decide(existing, holder, ttl_s, now)
+    decision = decide_lease(existing, holder, ttl_s, now)
     if decision.granted:
         if row is None:
             session.add(new_row(decision.lease))

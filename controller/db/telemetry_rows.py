@@ -21,7 +21,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from controller.db.schema import TelemetrySample
 from controller.db.schema_health import TelemetryRollup
-from shared.messages import ModelStats, Telemetry
+from shared.telemetry import ModelStats, Telemetry
 
 SAMPLES = cast(Table, TelemetrySample.__table__)
 ROLLUP_ROWS = cast(Table, TelemetryRollup.__table__)

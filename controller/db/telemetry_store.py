@@ -39,7 +39,8 @@ from controller.db.telemetry_rows import (
     sample_values,
 )
 from controller.errors import DatabaseError
-from shared.messages import Event, Telemetry
+from shared.messages import Event
+from shared.telemetry import Telemetry
 
 MINUTE = timedelta(minutes=1)
 

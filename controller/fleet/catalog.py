@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller.analysis.external_data import ArchiveError, inline_archive, is_archive
+from controller.analysis.archive_limits import ArchiveError
+from controller.analysis.external_data import inline_archive, is_archive
 from controller.analysis.onnx_inspect import inspect_model
 from controller.analysis.reference_outputs import (
     InputsRefused,
@@ -23,9 +24,10 @@ from controller.db.repository import Repository
 from controller.errors import Conflict, InvalidInput, InvalidModel, InvalidReference, NotFound
 from controller.fleet.desired import artifact_url
 from controller.records import VersionRecord, VersionView
-from shared.messages import MODEL_NAME_PATTERN, VERSION_PATTERN, ArtifactRef
+from shared.messages import ArtifactRef
 from shared.reference_layout import read_layout
 from shared.warmup_inputs import WarmupSpec
+from shared.wire_model import MODEL_NAME_PATTERN, VERSION_PATTERN
 
 logger = logging.getLogger(__name__)
 _NAME = re.compile(MODEL_NAME_PATTERN)

@@ -29,9 +29,10 @@ from controller.records import (
 )
 from shared.default_profile import default_profiles
 from shared.delegate import DelegateConfig, check_config
+from shared.facts import DeviceFacts
 from shared.hardware_class import hardware_class
-from shared.messages import MODEL_NAME_PATTERN, DeviceFacts
 from shared.warmup_inputs import WarmupSpec
+from shared.wire_model import MODEL_NAME_PATTERN
 
 _NAME = re.compile(MODEL_NAME_PATTERN)
 

@@ -22,7 +22,6 @@ rollups). Refusals count as rejected on their channel; what the guard did is cou
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import time
@@ -51,25 +50,14 @@ from controller.ingest.sample_guard import refusal as guard_refusal
 from controller.records import IngestCounts
 from controller.settings import DEFAULT_MAX_MQTT_PAYLOAD_BYTES
 from shared.codec import MESSAGE_TYPES, MessageError, decode_for
-from shared.messages import Event, ReportedState, Status, Telemetry
+from shared.messages import Event, ReportedState, Status
+from shared.telemetry import Telemetry
 from shared.topics import Channel, Topics
 
 logger = logging.getLogger(__name__)
 _GUARDED = (Channel.TELEMETRY, Channel.EVENTS)  # under the sample guard's rules
 
 _MAX_CACHED_TOPICS = 100_000
-
-
-def tune_garbage_collector() -> None:
-    """Keep the cyclic garbage collector off the start-up heap and let it run less often.
-
-    Call once a serving process has started. Each telemetry message allocates dozens of objects
-    that live until their batch is written; with the default thresholds, full collections that
-    walk every module, schema and connection object took a large share of ingest time (in-process
-    ingest about 7,500 → 9,800 messages/s in ``bench/ingest.py``).
-    """
-    gc.freeze()
-    gc.set_threshold(20_000, 20, 20)
 
 
 class Ingest:

@@ -20,7 +20,8 @@ client (publishing desired documents, receiving state) stays paho.
 Delivery (issue 18, issue 17 item 2): a message is acknowledged only once it is stored.
 ``on_batch`` gets each read's messages with a ``done`` callable, which the ingest calls once
 every message of the read is written (or refused for good, counted); the PUBACKs of that read are
-then written by the link's thread, in the order the messages came (MQTT 5.0 4.6). With a
+then written by the link's thread, in the order the messages came (MQTT 5.0 4.6); the
+bookkeeping of those PUBACKs is :mod:`controller.ingest.link_acks`. With a
 persistent session (``session_expiry_s`` > 0, a stable ``client_id``), what the broker had
 accepted while this process was down or dead, and what it had sent but not seen acknowledged,
 is delivered again when the same client id connects again; (device_id, sample_id) is unique in
@@ -39,10 +40,10 @@ import ssl
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Sequence
 
 from controller.errors import BusError
+from controller.ingest.link_acks import DRAIN_S, PendingAcks, await_pingresp
 from shared.broker_tls import CONTROLLER_FIXES, client_tls_context, explain_connect_error
 from shared.mqtt_wire import (
     DISCONNECT,
@@ -74,9 +75,6 @@ ACK_POLL_S = 0.02
 """How often the link's thread looks for acknowledgements to write while some are outstanding."""
 STOP_FLUSH_S = 5.0
 """How long ``stop`` waits for the acknowledgements of messages already handed over."""
-DRAIN_S = 2.0
-"""How long ``stop`` waits for the broker's PINGRESP after the last acknowledgements."""
-PINGRESP_TYPE = 13
 PROTOCOL_REFUSED = "unacceptable protocol version"
 
 OnBatch = Callable[[Batch, Callable[[], None]], None]
@@ -128,12 +126,7 @@ class IngestLink:
         self._session_expiry = session_expiry_s
         self._version = protocol
         self._keepalive = keepalive_s
-        self._acks_lock = threading.Lock()
-        self._acks: deque[tuple[int, bytes]] = deque()
-        """PUBACK writes whose messages are stored, with the session they belong to."""
-        self._outstanding = 0
-        """Reads handed to ``on_batch`` in this session whose ``done`` has not come yet."""
-        self._session_no = 0
+        self._acks = PendingAcks()
         self._stopping = threading.Event()
         self._subscribed = threading.Event()
         self._ever_subscribed = False
@@ -262,11 +255,7 @@ class IngestLink:
         self._sock = sock
         if self._stopping.is_set():
             return
-        with self._acks_lock:
-            self._session_no += 1
-            session = self._session_no
-            self._acks.clear()  # the broker sends what they acknowledged again
-            self._outstanding = 0
+        session = self._acks.new_session()
         version = self._version
         self._send(
             sock,
@@ -293,16 +282,19 @@ class IngestLink:
                 flush_until = time.monotonic() + STOP_FLUSH_S  # write what is stored, then leave
             self._write_acks(sock, session)
             if flush_until is not None:
-                with self._acks_lock:
-                    flushed = not self._outstanding and not self._acks
-                if flushed or time.monotonic() >= flush_until:
-                    self._await_processed(sock, buf, version)
+                if self._acks.flushed() or time.monotonic() >= flush_until:
+                    if not await_pingresp(sock, buf, version, self._send, READ_BYTES):
+                        logger.warning(
+                            "MQTT broker %s did not answer PINGREQ within %.0f s at stop: "
+                            "acknowledgements written just before may not have reached it (their "
+                            "messages come again)",
+                            self.broker_url,
+                            DRAIN_S,
+                        )
                     break
                 time.sleep(ACK_POLL_S)  # read nothing more: unacknowledged, it comes again
                 continue
-            with self._acks_lock:
-                waiting = self._outstanding > 0
-            sock.settimeout(ACK_POLL_S if waiting else min(1.0, self._keepalive / 2))
+            sock.settimeout(ACK_POLL_S if self._acks.waiting() else min(1.0, self._keepalive / 2))
             try:
                 data = sock.recv(READ_BYTES)
             except TimeoutError:
@@ -361,66 +353,15 @@ class IngestLink:
         with contextlib.suppress(OSError):
             self._send(sock, DISCONNECT)  # stopping: leave cleanly
 
-    def _await_processed(self, sock: socket.socket, buf: bytearray, version: int) -> None:
-        """Before DISCONNECT: a PINGREQ, and its PINGRESP awaited (up to :data:`DRAIN_S`).
-
-        The broker handles a connection's packets in order, so its PINGRESP means it has handled
-        the PUBACKs written before. Without this, Mosquitto 2.0 was seen to drop most PUBACKs
-        written just before DISCONNECT and the close (1 stop in ~10: 198 of 200 stored messages
-        delivered again on the next connection). PUBLISHes read meanwhile are not handed over:
-        unacknowledged, the broker sends them again.
-        """
-        deadline = time.monotonic() + DRAIN_S
-        try:
-            self._send(sock, PINGREQ)
-            while (left := deadline - time.monotonic()) > 0:
-                sock.settimeout(left)
-                data = sock.recv(READ_BYTES)
-                if not data:
-                    return
-                buf += data
-                packets, used = split_packets(buf)
-                del buf[:used]
-                _messages, _acks, other = read_publishes(packets, version)
-                if any(first >> 4 == PINGRESP_TYPE for first, _body in other):
-                    return
-        except TimeoutError:
-            pass
-        except (OSError, ProtocolError):
-            return  # the connection is gone: nothing more can reach the broker
-        logger.warning(
-            "MQTT broker %s did not answer PINGREQ within %.0f s at stop: acknowledgements "
-            "written just before may not have reached it (their messages come again)",
-            self.broker_url,
-            DRAIN_S,
-        )
-
     def _hand_over(self, messages: Batch, acks: bytes, session: int) -> None:
         """``on_batch`` one read; its PUBACKs are queued for writing when ``done`` is called."""
         if not acks:  # QoS 0 only: nothing to acknowledge
             self._on_batch(messages, _nothing)
             return
-        called = False
-
-        def done() -> None:
-            nonlocal called
-            with self._acks_lock:
-                if called or session != self._session_no:
-                    return  # a new session: the broker sends those messages again
-                called = True
-                self._outstanding -= 1
-                self._acks.append((session, acks))
-
-        with self._acks_lock:
-            self._outstanding += 1
-        self._on_batch(messages, done)
+        self._on_batch(messages, self._acks.expect(session, acks))
 
     def _write_acks(self, sock: socket.socket, session: int) -> None:
-        with self._acks_lock:
-            if not self._acks:
-                return
-            ready = b"".join(a for s, a in self._acks if s == session)
-            self._acks.clear()
+        ready = self._acks.ready(session)
         if ready:
             self._send(sock, ready)
 

@@ -54,7 +54,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from controller.db.telemetry_rows import RedatedTelemetry, aware
-from shared.messages import Event, Telemetry
+from shared.messages import Event
+from shared.telemetry import Telemetry
 
 MAX_FUTURE_SKEW_S = 300.0
 """How far ahead of the controller's clock a sample may be dated and still be stored as dated."""

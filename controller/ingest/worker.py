@@ -37,8 +37,10 @@ from controller.db.repository import Repository
 from controller.db.session import make_engine
 from controller.db.telemetry_store import Retention, TelemetryStore
 from controller.errors import ControllerError
-from controller.ingest.batch import BatchCounts, BatchStats, IngestBatcher
-from controller.ingest.handlers import Ingest, tune_garbage_collector
+from controller.ingest.batch import IngestBatcher
+from controller.ingest.batch_stats import BatchCounts, BatchStats
+from controller.ingest.gc_tuning import tune_garbage_collector
+from controller.ingest.handlers import Ingest
 from controller.ingest.link import IngestLink
 from controller.ingest.sample_guard import GuardCounts, GuardLimits
 from controller.records import IngestCounts

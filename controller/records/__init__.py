@@ -1,10 +1,12 @@
 """What the database stores and hands to the rest of the controller: plain frozen records.
 
-No ORM objects and no behaviour beyond a record's own derived values. One module per area:
-:mod:`.catalog` (model versions, config layers), :mod:`.fleet` (devices, planned and reported
-slots), :mod:`.telemetry` (samples, events, vitals), :mod:`.rollouts` (rollout specs, states,
-targets, audit), :mod:`.auth` (roles, tokens), :mod:`.engines` (build leases, engine
-provenance and trust), :mod:`.views` (what services answer beyond stored rows: versions with
+No ORM objects and no behaviour beyond a record's own derived values, save the two pure
+decisions the database takes under its row locks (:func:`.engines.decide_lease`,
+:func:`.engines.may_replace`). One module per area: :mod:`.catalog` (model versions, config
+layers), :mod:`.fleet` (devices, planned and reported slots), :mod:`.telemetry` (samples,
+events, vitals), :mod:`.rollouts` (rollout specs, states, targets, audit), :mod:`.auth` (roles,
+tokens), :mod:`.engines` (build leases and who may take one, engine provenance and trust, who
+may replace a build), :mod:`.views` (what services answer beyond stored rows: versions with
 their URL, resolved configs, deployments, ingest counts, document signatures). Every name is
 importable from ``controller.records`` directly.
 
@@ -24,6 +26,8 @@ from controller.records.engines import (
     TrustMode,
     UploaderKind,
     check_mode,
+    decide_lease,
+    may_replace,
 )
 from controller.records.fleet import DeviceRecord, PlannedSlot, SlotChange, SlotPlan, SlotRef
 from controller.records.rollouts import (
@@ -97,4 +101,6 @@ __all__ = [
     "VersionView",
     "Vitals",
     "check_mode",
+    "decide_lease",
+    "may_replace",
 ]

@@ -3,8 +3,9 @@
 ``model`` (the records, kept in :mod:`controller.records.rollouts`), ``targeting`` / ``waves`` /
 ``health`` / ``machine`` / ``delegation`` (pure logic with an injected clock; slot phases are
 :class:`shared.messages.SlotPhase`), ``service`` (API operations), ``loop`` (the leader's
-background loop), ``schemas`` (HTTP bodies). Database access lives in
-``controller.db.rollout_store``.
+background loop), ``wave_publisher`` (the loop's chunks of a wave: previous slots and baselines
+recorded, documents published, generations stored), ``schemas`` (HTTP bodies). Database
+access lives in ``controller.db.rollout_store``.
 
 Layer: below the API, beside jobs; may use fleet (deploy and restore slots), db, the leaves and
 ``shared``.

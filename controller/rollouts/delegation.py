@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shared.delegate import DelegateConfig
-from shared.messages import DeviceFacts
+from shared.facts import DeviceFacts
 
 
 def trt_family(version: str | None) -> str | None:

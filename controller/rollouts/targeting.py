@@ -15,7 +15,7 @@ from controller.errors import InvalidInput
 from controller.fleet.configs import device_hardware_class
 from controller.records import DeviceRecord
 from controller.rollouts.model import TargetSpec
-from shared.messages import DeviceFacts
+from shared.facts import DeviceFacts
 
 _KEY = r"[A-Za-z0-9](?:[A-Za-z0-9._/-]{0,62}[A-Za-z0-9])?"
 _VALUE = r"[A-Za-z0-9._:/+-]{0,128}"

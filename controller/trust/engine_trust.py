@@ -17,6 +17,9 @@ So a build is only as trustworthy as its uploader:
   until an operator approves it; until then only its builder gets it, and the store answers its
   twins 404, so they build their own). An operator's upload, or an approved build, is shared in
   either mode.
+- **Only an operator replaces a stored build**, and only one no operator approved
+  (:func:`controller.records.may_replace`: the database decides it under the build's row lock,
+  so it lives with the records ``controller.db`` may import).
 
 **The default is ``approval``.** The validity check keeps a gateway inside its own class, but the
 facts are the device's own word, and within its class a compromised gateway could otherwise hand
@@ -44,8 +47,8 @@ from controller.records import UploaderKind as UploaderKind
 from controller.records import check_mode as check_mode
 from shared.engine_keys import ValidityKey
 from shared.engine_validity import ort_validity, trt_validity
+from shared.facts import DeviceFacts
 from shared.hardware_class import hardware_class
-from shared.messages import DeviceFacts
 
 EngineStatus = Literal["operator", "approved", "trusted", "pending"]
 """Whether twins get a build: uploaded by an operator, approved by one, built by a device of a
@@ -176,14 +179,6 @@ def may_pull(device_id: str | None, provenance: Provenance, mode: TrustMode) -> 
     if provenance.uploader == "device" and provenance.uploaded_by == device_id:
         return True
     return status(provenance, mode) != "pending"
-
-
-def may_replace(stored: Provenance, new: Provenance) -> bool:
-    """May the upload of ``new`` replace the stored build of the same (engine key, tuning) with
-    other bytes? Only an operator's, and only over a device's (or unrecorded) build that no
-    operator approved: the operator-side build approval mode asks for must not be blocked by the
-    device build it replaces. Everything else keeps "first writer wins" (409)."""
-    return new.uploader == "operator" and stored.uploader != "operator" and not stored.approved_by
 
 
 def check_class(name: str) -> str:

@@ -21,8 +21,8 @@ import sqlalchemy as sa
 from alembic import op
 from pydantic import ValidationError
 
+from shared.facts import DeviceFacts
 from shared.hardware_class import hardware_class
-from shared.messages import DeviceFacts
 
 revision = "0012"
 down_revision = "0011"

@@ -26,7 +26,7 @@ from agent.service.doctor import (
     run_checks,
 )
 from agent.settings import AgentSettings
-from shared.messages import FactSource, GpuFacts, JetsonFacts
+from shared.facts import FactSource, GpuFacts, JetsonFacts
 from tests.conftest import free_port
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=timezone.utc)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from agent.telemetry.metrics import Metrics
-from shared.messages import ModelStats
+from shared.telemetry import ModelStats
 
 DEFAULT_BOUNDS_MS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 

@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 from agent.runtimes.ort import load_ort
-from agent.serving.app import ServingServer, create_app
+from agent.serving.app import create_app
 from agent.serving.core import ModelRegistry, ServedModel
+from agent.serving.http_server import ServingServer
 from agent.serving.prometheus import PromMetrics
 from agent.serving.shared_memory import SharedMemoryRegions
 from agent.telemetry.collectors.inference import HistogramMetrics

@@ -32,8 +32,8 @@ from shared.messages import (
     ServingSettings,
     SlotPhase,
     Status,
-    Telemetry,
 )
+from shared.telemetry import Telemetry
 from shared.topics import Channel, Topics
 from tests.agent_runner import RunningAgent
 from tests.conftest import free_port

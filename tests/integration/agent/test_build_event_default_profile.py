@@ -13,7 +13,7 @@ from agent.engines.cache import EngineCache
 from agent.engines.identity import identify
 from agent.engines.resolver import EngineResolver
 from shared.delegate import DelegateConfig, ShapeProfile
-from shared.messages import DeviceFacts
+from shared.facts import DeviceFacts
 from tests.integration.controller.test_default_profile import dynamic_model
 
 FACTS = DeviceFacts(

@@ -24,7 +24,8 @@ from controller.demo.sample_models import classifier
 from controller.server import Controller
 from shared.delegate import DelegateConfig
 from shared.engines import BuildFailure
-from shared.messages import DeviceFacts, Event, ReportedState, SlotPhase
+from shared.facts import DeviceFacts
+from shared.messages import Event, ReportedState, SlotPhase
 from shared.topics import Topics
 from tests.integration.agent.artifact_server import ArtifactServer
 from tests.integration.agent.test_agent_mqtt import DEVICE, Observer, desired, infer, settings_for

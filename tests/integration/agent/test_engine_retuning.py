@@ -33,7 +33,7 @@ from controller.demo.sample_models import classifier
 from controller.server import Controller
 from shared.delegate import DelegateConfig
 from shared.engines import EngineManifest, LeaseOut
-from shared.messages import DeviceFacts
+from shared.facts import DeviceFacts
 from tests.integration.controller.conftest import admin_token, new_token
 from tests.integration.controller.device_reports import report_facts, trust_device_builds
 

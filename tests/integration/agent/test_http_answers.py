@@ -24,7 +24,8 @@ from agent.link.downloader import Downloader, model_path, part_path
 from agent.link.enrolment import EnrolmentError, request_identity
 from controller.demo.sample_models import classifier
 from shared.delegate import DelegateConfig
-from shared.messages import ArtifactRef, DeviceFacts
+from shared.facts import DeviceFacts
+from shared.messages import ArtifactRef
 from tests.conftest import free_port
 from tests.integration.agent.artifact_server import ArtifactServer
 

@@ -12,8 +12,9 @@ import pytest
 
 from agent.errors import StartupError
 from agent.runtimes.ort import load_ort
-from agent.serving.app import ServingServer, create_app
+from agent.serving.app import create_app
 from agent.serving.core import ModelRegistry, ServedModel
+from agent.serving.http_server import ServingServer
 from agent.telemetry.metrics import Metrics
 from controller.demo.sample_models import anomaly, classifier
 from tests.conftest import free_port

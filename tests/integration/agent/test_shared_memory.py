@@ -17,8 +17,9 @@ import onnxruntime as ort
 import pytest
 
 from agent.runtimes.ort import load_ort
-from agent.serving.app import ServingServer, create_app
+from agent.serving.app import create_app
 from agent.serving.core import ModelRegistry, ServedModel
+from agent.serving.http_server import ServingServer
 from agent.serving.shared_memory import SharedMemoryRegions
 from agent.settings import AgentSettings
 from agent.telemetry.metrics import Metrics

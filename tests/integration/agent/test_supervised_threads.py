@@ -28,12 +28,12 @@ from agent.engines.resolver import _LeaseKeeper
 from agent.link.outbox import Outbox
 from agent.link.spool import SpoolEntry
 from agent.service.sd_notify import Heartbeat, Notifier, Watchdog
-from agent.serving.app import ServingServer
+from agent.serving.http_server import ServingServer
 from agent.telemetry.collectors.health import HealthReadings
 from agent.telemetry.loop import TelemetryLoop
 from shared.codec import decode
-from shared.messages import Telemetry
 from shared.supervision import EXIT_THREAD_DIED
+from shared.telemetry import Telemetry
 from tests.conftest import free_port
 
 REPO = Path(__file__).resolve().parents[3]
@@ -189,7 +189,7 @@ CRASHING_SERVER = textwrap.dedent(
     from starlette.applications import Starlette
     from starlette.responses import PlainTextResponse
     from starlette.routing import Route
-    from agent.serving.app import ServingServer
+    from agent.serving.http_server import ServingServer
 
     async def crash(request):
         asyncio.get_running_loop().stop()  # the server's event loop dies under it

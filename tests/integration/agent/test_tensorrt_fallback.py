@@ -21,14 +21,8 @@ from agent.hardware.facts import probe_facts
 from agent.settings import AgentSettings
 from controller.demo.sample_models import classifier
 from shared.delegate import DelegateConfig
-from shared.messages import (
-    DesiredState,
-    DeviceFacts,
-    Event,
-    GpuFacts,
-    ReportedState,
-    SlotPhase,
-)
+from shared.facts import DeviceFacts, GpuFacts
+from shared.messages import DesiredState, Event, ReportedState, SlotPhase
 from shared.topics import Topics
 from tests.agent_runner import RunningAgent
 from tests.integration.agent.artifact_server import ArtifactServer

@@ -12,7 +12,8 @@ from agent.errors import ArtifactUnavailable
 from agent.link.downloader import Downloader
 from controller.demo.sample_models import classifier
 from controller.server import Controller
-from shared.messages import ArtifactRef, DeviceFacts, GpuFacts, JetsonFacts
+from shared.facts import DeviceFacts, GpuFacts, JetsonFacts
+from shared.messages import ArtifactRef
 from tests.integration.agent.artifact_server import ArtifactServer
 from tests.integration.controller.conftest import new_token
 from tests.integration.controller.device_reports import report_facts

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from shared.messages import DeviceFacts, ReportedState, Telemetry
+from shared.facts import DeviceFacts
+from shared.messages import ReportedState
+from shared.telemetry import Telemetry
 
 
 def now() -> datetime:

@@ -9,7 +9,8 @@ import httpx
 
 from controller.server import Controller
 from shared.codec import encode
-from shared.messages import DeviceFacts, ReportedState
+from shared.facts import DeviceFacts
+from shared.messages import ReportedState
 from shared.topics import Channel, Topics
 from tests.integration.controller.conftest import MqttPeer, poll
 

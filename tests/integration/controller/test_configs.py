@@ -11,7 +11,8 @@ from onnx import TensorProto, helper
 from controller.demo.sample_models import classifier
 from controller.server import Controller
 from shared.codec import encode
-from shared.messages import DeviceFacts, JetsonFacts, ReportedState
+from shared.facts import DeviceFacts, JetsonFacts
+from shared.messages import ReportedState
 from shared.topics import Channel, Topics
 from tests.integration.controller.agent_messages import now
 from tests.integration.controller.conftest import MqttPeer, poll, set_labels

@@ -36,8 +36,9 @@ from shared.delegate import DelegateConfig
 from shared.engine_keys import ContentKey, TuningTag, engine_key
 from shared.engine_validity import ort_validity
 from shared.engines import EngineManifest
+from shared.facts import DeviceFacts, GpuFacts
 from shared.hardware_class import hardware_class
-from shared.messages import DeviceFacts, GpuFacts, ReportedState
+from shared.messages import ReportedState
 from shared.topics import Channel, Topics
 from tests.integration.controller.conftest import MqttPeer, admin_token, bearer, new_token, poll
 from tests.integration.controller.device_reports import report_facts, trust_device_builds

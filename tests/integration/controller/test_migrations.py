@@ -18,7 +18,7 @@ from controller.db.session import make_engine
 from controller.errors import DatabaseError
 from controller.server import Controller
 from controller.settings import Settings
-from shared.messages import DeviceFacts
+from shared.facts import DeviceFacts
 
 
 def test_upgrade_reaches_head_and_is_repeatable(db_url: str) -> None:

@@ -19,8 +19,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from agent.serving.app import ServingServer, create_app
+from agent.serving.app import create_app
 from agent.serving.core import ModelRegistry
+from agent.serving.http_server import ServingServer
 from agent.telemetry.metrics import Metrics
 from controller.server import Controller
 from shared.codec import MAX_JSON_DEPTH, encode

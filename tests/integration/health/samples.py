@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from shared.messages import Event, ModelStats, Telemetry
+from shared.messages import Event
+from shared.telemetry import ModelStats, Telemetry
 
 
 def sample(

@@ -10,8 +10,9 @@ import httpx
 import pytest
 
 from agent.runtimes.ort import load_ort
-from agent.serving.app import ServingServer, create_app
+from agent.serving.app import create_app
 from agent.serving.core import ModelRegistry
+from agent.serving.http_server import ServingServer
 from agent.serving.prometheus import PromMetrics
 from agent.swap.admission import Headroom, need_of
 from agent.swap.headroom import HeadroomProbe

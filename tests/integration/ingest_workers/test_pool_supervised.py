@@ -14,7 +14,8 @@ from controller.db import migrate
 from controller.db.repository import Repository
 from controller.db.session import make_engine
 from controller.db.telemetry_store import TelemetryStore
-from controller.ingest.batch import BatchCounts, IngestBatcher
+from controller.ingest.batch import IngestBatcher
+from controller.ingest.batch_stats import BatchCounts
 from controller.ingest.handlers import Ingest
 from controller.ingest.pool import start_ingest_workers
 from controller.settings import Settings

@@ -23,7 +23,8 @@ from controller.ingest.sample_guard import BURST, MAX_FUTURE_SKEW_S, RATE_PER_S,
 from controller.server import Controller
 from controller.settings import Settings
 from shared.codec import encode
-from shared.messages import Event, Telemetry
+from shared.messages import Event
+from shared.telemetry import Telemetry
 from shared.topics import Channel, Topics
 from tests.integration.controller.conftest import MqttPeer, api_client, poll, start_controller
 

@@ -21,16 +21,9 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from controller.settings import parse_broker_url
 from shared.codec import decode, encode
-from shared.messages import (
-    DesiredState,
-    DeviceFacts,
-    ModelStats,
-    ReportedState,
-    SlotPhase,
-    SlotStatus,
-    Status,
-    Telemetry,
-)
+from shared.facts import DeviceFacts
+from shared.messages import DesiredState, ReportedState, SlotPhase, SlotStatus, Status
+from shared.telemetry import ModelStats, Telemetry
 from shared.topics import Channel, Topics
 
 

@@ -26,8 +26,8 @@ from agent.trust.verifier import ArtifactRefused, ArtifactVerifier
 from controller.demo.sample_models import classifier
 from shared.delegate import DelegateConfig
 from shared.engines import EngineManifest
+from shared.facts import DeviceFacts
 from shared.manifests import SignedManifest
-from shared.messages import DeviceFacts
 from tests.integration.agent.artifact_server import ArtifactServer
 from tests.integration.signing.harness import active_key, controller_settings, start_controller
 

@@ -5,14 +5,8 @@ import pytest
 from shared.canonical import canonical_json, digest, is_sha256_hex, sha256_hex
 from shared.codec import MessageError, decode, decode_for, encode
 from shared.delegate import DelegateConfig
-from shared.messages import (
-    ArtifactRef,
-    DesiredState,
-    ModelSlot,
-    SlotPhase,
-    Status,
-    Telemetry,
-)
+from shared.messages import ArtifactRef, DesiredState, ModelSlot, SlotPhase, Status
+from shared.telemetry import Telemetry
 from shared.topics import Channel
 
 SHA = "ab" * 32

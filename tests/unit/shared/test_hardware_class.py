@@ -1,5 +1,5 @@
+from shared.facts import DeviceFacts, GpuFacts, JetsonFacts
 from shared.hardware_class import hardware_class, slug
-from shared.messages import DeviceFacts, GpuFacts, JetsonFacts
 
 
 def facts(**kw: object) -> DeviceFacts:

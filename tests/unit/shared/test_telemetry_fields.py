@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 
 from shared.codec import MessageError, decode, encode
-from shared.messages import ModelStats, Telemetry
+from shared.telemetry import ModelStats, Telemetry
 
 BASE = {
     "schema": "jetfleet/telemetry/1",

@@ -10,8 +10,9 @@ from sqlalchemy import Engine, update
 from controller.db.engine_store import EngineStoreDb
 from controller.db.repository import Repository
 from controller.db.schema import Device
+from shared.facts import DeviceFacts, GpuFacts
 from shared.hardware_class import hardware_class
-from shared.messages import DeviceFacts, GpuFacts, ReportedState, SlotPhase, SlotStatus
+from shared.messages import ReportedState, SlotPhase, SlotStatus
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 FACTS = DeviceFacts(

@@ -12,7 +12,7 @@ from sqlalchemy import Engine, text
 
 from controller.db.repository import Repository
 from controller.db.telemetry_store import TelemetryStore, WriteResult
-from shared.messages import Telemetry
+from shared.telemetry import Telemetry
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -23,7 +23,8 @@ from controller.db.telemetry_store import TelemetryStore
 from controller.ingest.batch import IngestBatcher
 from controller.ingest.handlers import Ingest
 from shared.codec import encode
-from shared.messages import DeviceFacts, ReportedState, SlotPhase, SlotStatus, Status
+from shared.facts import DeviceFacts
+from shared.messages import ReportedState, SlotPhase, SlotStatus, Status
 from shared.topics import Channel, Topics
 from tests.integration.controller.db.conftest import migrated
 from tests.integration.health.samples import sample

@@ -12,7 +12,8 @@ from datetime import datetime, timedelta, timezone
 from sqlalchemy import Engine
 
 from controller.db.repository import Repository
-from shared.messages import DeviceFacts, ReportedState, SlotPhase, SlotStatus, Status
+from shared.facts import DeviceFacts
+from shared.messages import ReportedState, SlotPhase, SlotStatus, Status
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 FACTS = DeviceFacts(hostname="gw", os="Ubuntu 22.04", arch="aarch64")

@@ -13,7 +13,8 @@ from sqlalchemy import Engine
 
 from controller.db.telemetry_store import TelemetryStore, WriteResult
 from controller.ingest.batch import IngestBatcher
-from shared.messages import Event, Telemetry
+from shared.messages import Event
+from shared.telemetry import Telemetry
 from tests.integration.controller.db.test_telemetry_writer_faults import refused_by_postgres
 from tests.integration.health.samples import sample
 

@@ -15,7 +15,8 @@ from sqlalchemy import Engine
 from controller.db.telemetry_store import TelemetryStore, WriteResult
 from controller.errors import DatabaseError
 from controller.ingest.batch import IngestBatcher
-from shared.messages import Event, Telemetry
+from shared.messages import Event
+from shared.telemetry import Telemetry
 from tests.integration.health.samples import sample
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)

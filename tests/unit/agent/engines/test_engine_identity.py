@@ -8,7 +8,7 @@ from agent.engines.identity import IdentityError, identify, tuning_matches, tuni
 from agent.hardware.facts import simulate
 from shared.delegate import DelegateConfig, OrtOptions
 from shared.engine_keys import TuningTag
-from shared.messages import DeviceFacts, GpuFacts, JetsonFacts
+from shared.facts import DeviceFacts, GpuFacts, JetsonFacts
 
 SHA = "a" * 64
 

@@ -11,7 +11,7 @@ from agent.hardware.jetson import (
     SOURCES,
     probe_jetson,
 )
-from shared.messages import JetsonFacts
+from shared.facts import JetsonFacts
 from tests.unit.agent.hardware.devices import JETSONS, X86, ReplayRunner, device_root
 
 

@@ -3,7 +3,7 @@ import pytest
 from agent.errors import SettingsError
 from agent.hardware.jetson import probe_jetson
 from agent.hardware.probe import HardwareFacts, choose_runtime, merge_gpu, probe_hardware
-from shared.messages import FactSource, GpuFacts, JetsonFacts
+from shared.facts import FactSource, GpuFacts, JetsonFacts
 from tests.unit.agent.hardware.devices import JETSONS, X86, ReplayRunner, device_root
 
 NO_TRT = FactSource(

@@ -20,8 +20,8 @@ from agent.runtimes.loading import LOADERS
 from agent.swap.admission import Admission
 from agent.swap.headroom import MemorySnapshot
 from shared.delegate import DelegateConfig
+from shared.facts import DeviceFacts
 from shared.jobs import parse_candidate
-from shared.messages import DeviceFacts
 
 FACTS = DeviceFacts(hostname="h", os="Debian 12", arch="x86_64", onnxruntime_version="1.20.1")
 

@@ -25,7 +25,7 @@ from agent.hardware.trt_python import (
 )
 from agent.settings import AgentSettings
 from agent.trt_host import launch
-from shared.messages import DeviceFacts
+from shared.facts import DeviceFacts
 
 SYSTEM_PYTHONS = [p for p in JETPACK_PYTHONS if os.path.isfile(p)]
 

@@ -16,8 +16,9 @@ from agent.slots.records import SlotsView
 from agent.swap.budget import MemoryBudget
 from agent.swap.headroom import HeadroomProbe
 from controller.demo.sample_models import classifier
+from shared.facts import DeviceFacts
 from shared.jobs import JobArtifact, JobOutcome, JobProgress, ProfileJob, TuneJob
-from shared.messages import ArtifactRef, DeviceFacts
+from shared.messages import ArtifactRef
 
 FACTS = DeviceFacts(hostname="gw", os="linux", arch="x86_64")
 

@@ -13,7 +13,7 @@ import pytest
 
 from agent.jobs.power import Apply, Keep, PowerControl, PowerError, Refuse, decide, parse_modes
 from shared.delegate import DelegateConfig
-from shared.messages import DeviceFacts, JetsonFacts
+from shared.facts import DeviceFacts, JetsonFacts
 
 VERBOSE = (
     Path(__file__).resolve().parents[3] / "fixtures/nvpmodel/orin-nx-16gb-p-verbose.txt"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from agent.errors import SettingsError
-from agent.link.enrolment import IDENTITY_KEYS, reachable_broker_url, write_identity
+from agent.identity_file import IDENTITY_KEYS, write_identity
+from agent.link.enrolment import reachable_broker_url
 from agent.settings import load_settings
 
 IDENTITY = {

@@ -14,7 +14,7 @@ from agent.hardware.probe import HardwareFacts
 from agent.hardware.tensorrt_probe import probe_tensorrt
 from agent.hardware.trt_python import TrtPython
 from agent.service.doctor import CheckResult, Observations, run_checks
-from shared.messages import FactSource, GpuFacts, JetsonFacts
+from shared.facts import FactSource, GpuFacts, JetsonFacts
 
 NOBODY = TrtPython(
     interpreter=None,

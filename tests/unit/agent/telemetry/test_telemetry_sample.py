@@ -9,7 +9,7 @@ from agent.telemetry.collectors.host import HostReadings
 from agent.telemetry.collectors.inference import InferenceReadings, ModelInference
 from agent.telemetry.collectors.nvml_collector import NvmlReadings
 from agent.telemetry.loop import telemetry_sample
-from shared.messages import Telemetry
+from shared.telemetry import Telemetry
 
 TS = datetime(2025, 1, 1, tzinfo=timezone.utc)
 HOST = HostReadings(

@@ -20,12 +20,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from controller.analysis.external_data import (
-    ArchiveError,
-    external_locations,
-    inline_archive,
-    is_archive,
-)
+from controller.analysis.archive_limits import ArchiveError
+from controller.analysis.external_data import external_locations, inline_archive, is_archive
 from controller.analysis.onnx_inspect import inspect_model
 from controller.errors import InvalidModel
 from tests.hidden_tensors import HIDING_PLACES, LENGTH, in_function

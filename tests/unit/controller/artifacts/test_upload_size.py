@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from controller.artifacts.store import ArtifactStore, UploadTooLarge, check_upload_size
-from controller.cli.serve import parse_size
+from controller.cli.serve_settings import parse_size
 from controller.errors import InvalidInput
 from controller.settings import DEFAULT_MAX_MQTT_PAYLOAD_BYTES, DEFAULT_MAX_UPLOAD_BYTES
 

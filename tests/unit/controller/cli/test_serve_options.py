@@ -7,12 +7,12 @@ from pathlib import Path
 import click
 import pytest
 
-from controller.cli.serve import Security, _settings
+from controller.cli.serve_settings import Security, build_settings
 from controller.settings import Settings
 
 
 def settings(tmp_path: Path, broker_url: str | None, security: Security) -> Settings:
-    return _settings(
+    return build_settings(
         None,
         broker_url,
         "127.0.0.1:0",

@@ -27,7 +27,8 @@ from controller.ingest.sample_guard import (
     redated,
 )
 from shared.codec import encode
-from shared.messages import Event, Telemetry
+from shared.messages import Event
+from shared.telemetry import Telemetry
 from shared.topics import Channel, Topics
 
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)

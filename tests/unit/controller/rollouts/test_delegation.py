@@ -4,7 +4,7 @@ import pytest
 
 from controller.rollouts.delegation import delegation_warning, trt_family
 from shared.delegate import DelegateConfig
-from shared.messages import DeviceFacts
+from shared.facts import DeviceFacts
 
 PARTIAL = {"verdict": {"kind": "partial", "line": "partial: 2 partitions, 2 crossings"}}
 FULL = {"verdict": {"kind": "full", "line": "full delegation: 1 partition"}}

@@ -7,7 +7,7 @@ import pytest
 from controller.errors import InvalidInput
 from controller.rollouts.model import TargetSpec
 from controller.rollouts.targeting import Candidate, parse_label_selector, select
-from shared.messages import DeviceFacts, GpuFacts, JetsonFacts
+from shared.facts import DeviceFacts, GpuFacts, JetsonFacts
 
 
 def jetson(jp: str) -> DeviceFacts:

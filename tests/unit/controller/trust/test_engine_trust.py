@@ -8,6 +8,7 @@ from agent.engines.identity import identify
 from agent.hardware.facts import simulate
 from agent.hardware.sim_profiles import PROFILES
 from controller.errors import InvalidInput
+from controller.records import may_replace
 from controller.trust.engine_trust import (
     DEFAULT_TRUST,
     FLEET_DEFAULT,
@@ -18,14 +19,13 @@ from controller.trust.engine_trust import (
     check_mode,
     check_upload,
     may_pull,
-    may_replace,
     provenance_of,
     status,
     trust_mode,
 )
 from shared.delegate import DelegateConfig, OrtOptions
 from shared.engine_keys import ValidityKey
-from shared.messages import DeviceFacts
+from shared.facts import DeviceFacts
 
 SHA = "a" * 64
 X86_CPU = DeviceFacts(hostname="cpu", os="Debian 12", arch="x86_64", onnxruntime_version="1.20.1")
