@@ -107,11 +107,17 @@ def version_out(v: VersionView) -> ModelVersionOut:
 def _summary(report: dict[str, Any]) -> DelegationSummary:
     """The verdict of one stored analysis report (controller.analysis.report's JSON)."""
     verdict, rates = report["verdict"], report["rates"]
+    prediction = report.get("prediction") or {}
+    reasons = prediction.get("reasons") or []
     return DelegationSummary(
         verdict=verdict["kind"],
         line=verdict["line"],
         flop_share=rates["flop_share"],
         node_share=rates["node_share"],
+        tensorrt=prediction.get("tensorrt"),
+        tensorrt_reason=reasons[0]
+        if reasons and prediction.get("tensorrt") == "falls_back"
+        else None,
     )
 
 

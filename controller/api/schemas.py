@@ -38,6 +38,15 @@ class DelegationSummary(ApiModel):
     line: str = Field(description="One line for people, e.g. 'partial: 2 partitions, ...'.")
     flop_share: float | None = Field(description="Share of estimated FLOPs on the GPU (0-1).")
     node_share: float | None = Field(description="Share of nodes on the GPU (0-1).")
+    tensorrt: Literal["builds", "falls_back"] | None = Field(
+        default=None,
+        description="The agent's TensorRT build of the whole model, predicted: builds, or "
+        "falls_back (the slot serves it on ONNX Runtime); null for reports stored before the "
+        "prediction existed.",
+    )
+    tensorrt_reason: str | None = Field(
+        default=None, description="Why it falls back: the first refusal, in TensorRT's words."
+    )
 
 
 class WarmupGiven(ApiModel):

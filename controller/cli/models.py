@@ -199,7 +199,15 @@ def analysis_lines(version: dict[str, Any]) -> list[str]:
         return ["  analysis pending (the controller runs it after the push)"]
     if state == "failed":
         return [f"  analysis failed: {version.get('analysis_error')}"]
-    return [f"  trt {trt:<5}{s['line']}" for trt, s in version.get("delegation", {}).items()]
+    lines = []
+    for trt, summary in version.get("delegation", {}).items():
+        lines.append(f"  trt {trt:<5}{summary['line']}")
+        if summary.get("tensorrt") == "builds":
+            lines.append(f"  {'':<9}tensorrt: builds")
+        elif summary.get("tensorrt") == "falls_back":
+            why = summary.get("tensorrt_reason") or "see models analyze"
+            lines.append(f"  {'':<9}tensorrt: falls back to ONNX Runtime: {why}")
+    return lines
 
 
 @models.command("ls")

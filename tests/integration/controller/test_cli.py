@@ -64,6 +64,7 @@ def test_push_list_and_show_a_model(run: Callable[..., Result], model_file: Path
     assert "input    image FP32 [1, 3, 32, 32]" in shown
     assert "output   probabilities FP32 [1, 10]" in shown
     assert "trt 10.1 full delegation: 1 partition, 100.0% of FLOPs on GPU" in shown
+    assert "tensorrt: builds" in shown  # the agent's whole-model build, predicted
 
 
 def test_push_stores_the_static_analysis_per_tensorrt_version(
@@ -77,6 +78,10 @@ def test_push_stores_the_static_analysis_per_tensorrt_version(
     assert delegation["10.1"]["verdict"] == "partial"
     assert delegation["10.1"]["flop_share"] == 1.0  # the custom op itself costs no FLOPs
     assert delegation["10.1"]["node_share"] < 1
+    assert delegation["10.1"]["tensorrt"] == "falls_back"  # a custom op the parser lacks
+    assert delegation["10.1"]["tensorrt_reason"]
+    shown = run("models", "show", "mnv2:1").output
+    assert "tensorrt: falls back to ONNX Runtime: " in shown
 
     with api_client(controller) as http:
         report = http.get("/api/v1/models/mnv2/versions/1/analysis", params={"trt": "10.1"})

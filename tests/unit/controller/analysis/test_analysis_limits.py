@@ -150,3 +150,8 @@ def test_the_cli_says_where_the_analysis_stands() -> None:
     assert analysis_lines({**VERSION, "analysis_state": "done", "delegation": {"10.1": full}}) == [
         "  trt 10.1 full delegation: 1 partition"
     ]
+    refused = {**full, "tensorrt": "falls_back", "tensorrt_reason": "If_1: If: ... same shape"}
+    assert analysis_lines({**VERSION, "delegation": {"8.6": refused}}) == [
+        "  trt 8.6  full delegation: 1 partition",
+        "           tensorrt: falls back to ONNX Runtime: If_1: If: ... same shape",
+    ]
