@@ -27,7 +27,7 @@ from controller.records import (
     ResolvedConfig,
     VersionRecord,
 )
-from shared.default_profile import default_profiles
+from shared.default_profile import DefaultProfiles, default_profiles
 from shared.delegate import DelegateConfig, check_config
 from shared.facts import DeviceFacts
 from shared.hardware_class import hardware_class
@@ -148,12 +148,7 @@ class Configs:
         hw_class = device_hardware_class(device.device_facts)
         delegate, provenance = resolve(layers, device.id, device.labels, hw_class)
         inputs = {str(t["name"]): list(t["shape"]) for t in version.inputs}
-        defaults = default_profiles(
-            inputs,
-            delegate,
-            given=WarmupSpec.from_json(version.warmup_given).shapes,
-            reference=version.reference_shapes,
-        )
+        defaults = version_defaults(delegate, version)
         if defaults.profiles:
             own = provenance["shapes"] if delegate.shapes else None
             delegate = defaults.apply(delegate)
@@ -204,6 +199,17 @@ class Configs:
         if not versions:
             raise NotFound(f"unknown model '{model}'")
         return versions[-1]
+
+
+def version_defaults(delegate: DelegateConfig, version: VersionRecord) -> DefaultProfiles:
+    """The default shape profiles of ``version`` under ``delegate`` (shared.default_profile):
+    from the shapes it was pushed with, for the dynamic inputs ``delegate`` has none for."""
+    return default_profiles(
+        {str(t["name"]): list(t["shape"]) for t in version.inputs},
+        delegate,
+        given=WarmupSpec.from_json(version.warmup_given).shapes,
+        reference=version.reference_shapes,
+    )
 
 
 def _layer(record: ConfigLayerRecord) -> Layer:

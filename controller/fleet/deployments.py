@@ -13,7 +13,7 @@ from controller.db.schema import utcnow
 from controller.errors import InvalidInput, NotFound
 from controller.fleet.catalog import Catalog
 from controller.fleet.config_layers import Layer
-from controller.fleet.configs import Configs
+from controller.fleet.configs import Configs, version_defaults
 from controller.fleet.desired import (
     PlannedSlot,
     SlotPlan,
@@ -112,8 +112,9 @@ class Fleet:
         refuse_unknown_warmup(record)
         with self._lock:
             targets = self._targets(device, selector)
-            if config is None:
-                slot = self._slot(record, delegate or DelegateConfig(), None)
+            if config is None:  # an inline delegate gets the default profiles a config would
+                inline = delegate or DelegateConfig()
+                slot = self._slot(record, version_defaults(inline, record).apply(inline), None)
                 plans = {d: _deploying(slot) for d in targets}
             else:
                 plans = self._config_plans(config, record, targets)

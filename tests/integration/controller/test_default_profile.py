@@ -138,3 +138,19 @@ def test_a_dynamic_model_pushed_with_a_shape_deploys_with_that_shape_as_its_prof
     ok(put(api, "ort", "default", runtime="onnxruntime"))
     ort = ok(api.get("/api/v1/configs/ort/resolve", params={"device": "gw-1", "model": "dyn:2"}))
     assert (ort["problems"], ort["delegate"]["shapes"]) == ([], [])
+
+    # a deploy with an inline delegate (no named config) gets the same default profile
+    inline = api.post(
+        "/api/v1/deployments",
+        json={
+            "model": "dyn",
+            "version": "1",
+            "device": "gw-1",
+            "delegate": {"runtime": "tensorrt"},
+        },
+    )
+    assert inline.status_code == 200, inline.text
+    doc = fresh_desired(peers, controller.broker_url, topics.device("gw-1", Channel.DESIRED), 3)
+    assert doc.slots[0].delegate.shapes == (
+        ShapeProfile(input="x", min=(2, 4), opt=(2, 4), max=(2, 4)),
+    )
