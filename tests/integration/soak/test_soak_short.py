@@ -52,5 +52,13 @@ def test_fleet_survives_a_short_fault_schedule(tmp_path: Path) -> None:
     assert outcome.converged_s is not None, outcome.text()
     assert any("PostgreSQL started" in s for s in outcome.steps), outcome.text()
     assert not any("NOT stored" in s for s in outcome.steps), outcome.text()
+    # the full-disk fault needs a tmpfs, so root: said, not skipped (the brief runs tests as root)
+    assert not any("no tmpfs: not root" in s for s in outcome.steps), (
+        "the full-disk fault was not done: run the suite as root (it mounts a tmpfs)"
+    )
+    # Resident memory is not judged here: three minutes is warm-up (ONNX Runtime arenas, SQLAlchemy
+    # and import caches grow for the first minutes), so a 5 % bound would fail on growth that is
+    # no leak. The 30-minute soak (bench/soak.py, bench/results/soak.md) judges RSS; this run
+    # judges what warm-up does not excuse: file descriptors and threads.
     fd_or_thread = [x for x in outcome.leaks if ":rss" not in x]
     assert fd_or_thread == [], outcome.text()
