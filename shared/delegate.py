@@ -227,21 +227,31 @@ def check_config(
     *,
     has_qdq: bool,
     dla_cores: int | None,
+    has_samples: bool = False,
     device_class: str = "this device",
     no_default: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Mistakes in ``config`` for a model with ``inputs`` on a device with ``dla_cores``.
 
-    ``dla_cores`` None means unknown (not checked). ``no_default``: input → why the shape its
-    version was pushed with cannot be its default profile (``shared.default_profile``), said
-    with the input's missing profile. Returns one sentence per problem, each saying what to
-    change; an empty list means the config is buildable as far as can be told.
+    ``dla_cores`` None means unknown (not checked). ``has_samples``: the version's reference
+    holds the operator's sample inputs (``--inputs``, or an uploaded reference), which a device
+    calibrates INT8 from when no calibration cache is named; random inputs the controller made
+    up do not count (scales fitted to noise, not to the data the model will see).
+    ``no_default``: input → why the shape its version was pushed with cannot be its default
+    profile (``shared.default_profile``), said with the input's missing profile. Returns one
+    sentence per problem, each saying what to change; an empty list means the config is
+    buildable as far as can be told.
     """
     problems: list[str] = []
-    if config.precision == "int8" and not config.calibration_cache_sha256 and not has_qdq:
+    calibrates = has_samples and not config.strongly_typed  # a typed network takes no scales
+    if config.precision == "int8" and not (
+        config.calibration_cache_sha256 or has_qdq or calibrates
+    ):
         problems.append(
-            "precision int8 needs a calibration cache (calibration_cache_sha256) or a model "
-            "with Q/DQ nodes"
+            "precision int8 needs a calibration cache (calibration_cache_sha256), a model "
+            "with Q/DQ nodes, or sample inputs to calibrate on the device: push the version "
+            "again with --inputs samples.npz (representative inputs; random ones calibrate "
+            "poorly)"
         )
     if config.dla_core is not None:
         if dla_cores == 0:

@@ -3,7 +3,8 @@
 - **validity**: where a built engine can run at all (runtime version, platform, GPU identity,
   CUDA major, DLA core). A mismatch means the engine must not be loaded.
 - **content**: what was built (ONNX bytes + the build-relevant part of the delegate config +
-  calibration cache). A mismatch means it is another engine.
+  calibration cache, or the sample inputs INT8 was calibrated from on the device). A mismatch
+  means it is another engine.
 - **tuning tag**: the conditions the build was timed under (power mode, clocks, JetPack). It does
   not change validity: a device may serve an engine tuned under another power mode while it gets
   the matching one, and reports which it uses.
@@ -61,7 +62,13 @@ class ContentKey(_Key):
     def of(
         cls, onnx_sha256: str, config: DelegateConfig, calibration_sha256: str | None = None
     ) -> ContentKey:
-        """The content key of building ``config`` from the ONNX bytes with ``onnx_sha256``."""
+        """The content key of building ``config`` from the ONNX bytes with ``onnx_sha256``.
+
+        ``calibration_sha256``: the artifact INT8 is calibrated from when it is not the config's
+        calibration cache: the reference NPZ whose sample inputs a device calibrates from
+        (``agent.engines.sample_calibration``). None (every other build): the config's cache,
+        if it names one, so the keys of engines built before sample calibration stay as
+        they were."""
         dumped = config.model_dump(mode="json")
         defaults = DelegateConfig().model_dump(mode="json")
         build = {k: dumped[k] for k in BUILD_FIELDS}

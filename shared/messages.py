@@ -107,6 +107,14 @@ class ModelSlot(WireModel):
         description="NPZ of reference inputs and FP32 outputs (input:<name>, output:<name>, "
         "first axis = case) the agent validates a new engine against before switching to it.",
     )
+    reference_calibrates: bool = Field(
+        default=False,
+        exclude_if=lambda calibrates: not calibrates,
+        description="The reference's inputs are the operator's samples (not random ones) of a "
+        "model without Q/DQ nodes: a TensorRT INT8 (or best) build whose config names no "
+        "calibration cache calibrates on the device from them. Left out of the JSON when "
+        "false, so documents signed before it still verify.",
+    )
     rollback: RollbackAuthorization | None = Field(
         default=None,
         description="Signed permission to install this version although it is older (lower "

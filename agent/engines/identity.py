@@ -52,17 +52,24 @@ def tuning_tag(facts: DeviceFacts) -> TuningTag:
 
 
 def identify(
-    runtime: str, facts: DeviceFacts, onnx_sha256: str, config: DelegateConfig
+    runtime: str,
+    facts: DeviceFacts,
+    onnx_sha256: str,
+    config: DelegateConfig,
+    calibration_sha256: str | None = None,
 ) -> EngineIdentity:
     """The identity of building ``config`` from the ONNX ``onnx_sha256`` with ``runtime`` here;
-    IdentityError when the facts lack what the key needs or the runtime is unknown."""
+    IdentityError when the facts lack what the key needs or the runtime is unknown.
+    ``calibration_sha256``: the reference NPZ the build calibrates INT8 from on the device
+    (:mod:`agent.engines.sample_calibration`); None for every other build (the config's
+    calibration cache, if any, is in the key either way)."""
     try:
         kind = runtime_kind(runtime)
     except UnknownRuntime as exc:
         raise IdentityError(str(exc)) from exc
     return EngineIdentity(
         validity=kind.validity(facts, config),
-        content=ContentKey.of(onnx_sha256, config),
+        content=ContentKey.of(onnx_sha256, config, calibration_sha256),
         tuning=tuning_tag(facts),
     )
 

@@ -22,7 +22,6 @@ the per-tuning API.)
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -36,12 +35,12 @@ from agent.engines.build_protocol import BuildRequest
 from agent.engines.build_runner import BUILDERS, BuildFailed, BuildOutcome, run_build
 from agent.engines.cache import CacheHit, EngineCache
 from agent.engines.identity import EngineIdentity, tuning_matches
+from agent.engines.lease_keeper import LeaseKeeper
 from agent.engines.store_client import StoreClient, StoreConflict, StoreUnavailable
 from agent.errors import AgentError
 from agent.hardware.runtime_kinds import runtime_kind
 from shared.delegate import DelegateConfig
 from shared.engines import EngineManifest, LeaseOut
-from shared.supervision import Supervised
 
 log = logging.getLogger(__name__)
 
@@ -74,40 +73,6 @@ def _utcnow() -> datetime:
 
 def _no_event(kind: str, slot: str | None, message: str, **data: Any) -> None:
     log.info("%s %s: %s %s", kind, slot, message, data)
-
-
-class _LeaseKeeper:
-    """Renews a granted build lease every third of its lifetime until stopped.
-
-    A renewal the store refuses or cannot answer is logged and tried again a third later; the
-    thread runs under :class:`shared.supervision.Supervised` (policy ``restart``), so anything
-    else that raises is logged and renewing resumes after a backoff: a lease that silently
-    stopped being renewed would expire mid-build and let a twin build the same engine.
-    """
-
-    def __init__(
-        self, store: StoreClient, key: str, tuning: str, device_id: str, ttl_s: float
-    ) -> None:
-        self._store = store
-        self._key = key
-        self._tuning = tuning
-        self._device_id = device_id
-        self._ttl_s = ttl_s
-        self._stop = threading.Event()
-        self._thread = Supervised(
-            "lease-keeper", self._run, policy="restart", stop=self._stop, logger=log
-        ).start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._ttl_s / 3):
-            try:
-                self._store.lease(self._key, self._device_id, self._ttl_s, self._tuning)
-            except AgentError as exc:
-                log.warning("could not renew the build lease on %s: %s", self._key[:12], exc)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
 
 
 class EngineResolver:
@@ -158,8 +123,12 @@ class EngineResolver:
         config: DelegateConfig,
         on_building: Callable[[], None] | None = None,
         retune: bool = False,
+        calibration_inputs: Path | None = None,
     ) -> Resolved:
-        """The engine of ``identity`` for ``slot``; BuildFailed (or a store error) when none."""
+        """The engine of ``identity`` for ``slot``; BuildFailed (or a store error) when none.
+        ``calibration_inputs``: the NPZ of sample inputs a build calibrates INT8 from
+        (:mod:`agent.engines.sample_calibration`; its sha256 is in ``identity``'s key)."""
+        build = (slot, onnx_path, identity, config, on_building, calibration_inputs)
         key, tag = identity.key, identity.tuning.label()
         hit = self.cache.get(key)
         if hit is not None and not (
@@ -180,7 +149,7 @@ class EngineResolver:
                 log.warning("engine store unavailable, building %s here: %s", key[:12], exc)
                 break
             if lease.granted:
-                return self._build(slot, onnx_path, identity, config, on_building, store)
+                return self._build(*build, store)
             log.info(
                 "engine %s (%s) is being built by %s until %s; waiting to pull it",
                 key[:12],
@@ -191,7 +160,7 @@ class EngineResolver:
             pulled = self._wait_for(store, lease, identity)
             if pulled is not None:
                 return pulled
-        return self._build(slot, onnx_path, identity, config, on_building, None)
+        return self._build(*build, None)
 
     # --- store --------------------------------------------------------------------------------
 
@@ -264,16 +233,15 @@ class EngineResolver:
         identity: EngineIdentity,
         config: DelegateConfig,
         on_building: Callable[[], None] | None,
+        calibration_inputs: Path | None,
         store: StoreClient | None,
     ) -> Resolved:
         key, tag = identity.key, identity.tuning.label()
         if on_building is not None:
             on_building()
-        keeper = (
-            _LeaseKeeper(store, key, tag, self._device_id, self._lease_ttl_s) if store else None
-        )
+        keeper = LeaseKeeper(store, key, tag, self._device_id, self._lease_ttl_s) if store else None
         try:
-            outcome = self._run_builder(slot, onnx_path, identity, config)
+            outcome = self._run_builder(slot, onnx_path, identity, config, calibration_inputs)
         except BuildFailed as exc:
             if store is not None and identity.runtime == "tensorrt" and remembered(exc):
                 report_failure(store, self._device_id, identity, exc)  # before the lease goes
@@ -310,7 +278,12 @@ class EngineResolver:
         return self._resolved(hit, "built", identity)
 
     def _run_builder(
-        self, slot: str, onnx_path: Path, identity: EngineIdentity, config: DelegateConfig
+        self,
+        slot: str,
+        onnx_path: Path,
+        identity: EngineIdentity,
+        config: DelegateConfig,
+        calibration_inputs: Path | None = None,
     ) -> BuildOutcome:
         key = identity.key
         calibration = (
@@ -326,12 +299,14 @@ class EngineResolver:
             if config.timing_cache
             else None,
             calibration_cache_path=calibration,
+            calibration_inputs_path=calibration_inputs,
             dla_cores=self._dla_cores,
         )
         self._emit(
             "build_started",
             slot,
-            f"building {identity.runtime} engine {key[:12]}{config.profile_note()}",
+            f"building {identity.runtime} engine {key[:12]}{config.profile_note()}"
+            + (", calibrating INT8 from the version's sample inputs" if calibration_inputs else ""),
             engine_key=key,
             runtime=identity.runtime,
         )

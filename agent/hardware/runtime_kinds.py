@@ -52,7 +52,8 @@ class RuntimeKind:
     intra_op_threads: bool
     """The ``intra_op_threads`` setting changes how it runs (a tuning row reports it)."""
     calibration_caches: bool
-    """INT8 builds take the calibration cache a delegate config names."""
+    """INT8 builds take the calibration cache a delegate config names, or calibrate from the
+    version's sample inputs (:mod:`agent.engines.sample_calibration`)."""
     profiler: ProfileSource
     """The source a profiling job's result names."""
     validity: Callable[[DeviceFacts, DelegateConfig], ValidityKey]

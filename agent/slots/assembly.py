@@ -154,12 +154,13 @@ def assemble_slots(
             ResolveEngine(resolver, power, ONNXRUNTIME.name, state_dir),
             SwapIn(swapper, engines, verifier, ONNXRUNTIME.name, state_dir, ort_load_for),
         )
+    reference = FetchReference(downloader, on_progress=supervising)
     stages = Stages(
         verify=VerifyModel(verifier),
         download=DownloadModel(downloader, on_progress=supervising),
         batching=ConfigureBatching(batcher),
-        resolve=ResolveEngine(resolver, power, runtime, state_dir),
-        reference=FetchReference(downloader, on_progress=supervising),
+        resolve=ResolveEngine(resolver, power, runtime, state_dir, reference),
+        reference=reference,
         swap=SwapIn(swapper, engines, verifier, runtime, state_dir, load_for),
         runtime=runtime,
         fallback=fallback,

@@ -7,7 +7,9 @@ the step's :class:`~agent.slots.pipeline.SlotRun`:
 - :class:`DownloadModel`: the verified model file in the state directory (``downloading``).
 - :class:`ConfigureBatching`: the slot's batching policy, before anything loads.
 - :class:`ResolveEngine`: the engine for this device: cache, fleet store, or a build in a child
-  process (``building`` only then); applies the slot's power mode first.
+  process (``building`` only then); applies the slot's power mode first. A build that calibrates
+  INT8 from the version's sample inputs gets the reference NPZ first
+  (:mod:`agent.engines.sample_calibration`).
 - :class:`FetchReference`: the slot's reference outputs, when it has them.
 - :class:`SwapIn`: the hot-swap (``validating``): load, validate against the reference, journal,
   switch, drain; then the slot serves and its engine stays pinned in the cache.
@@ -25,6 +27,7 @@ from typing import Protocol
 from agent.engines.cache import EngineCache
 from agent.engines.identity import IdentityError, identify, tuning_tag
 from agent.engines.resolver import EngineResolver
+from agent.engines.sample_calibration import calibration_reference, check_samples
 from agent.errors import ModelLoadError
 from agent.hardware.runtime_kinds import runtime_kind
 from agent.link.downloader import Downloader, model_path
@@ -38,7 +41,8 @@ from agent.swap.journal import Pointer
 from agent.swap.validation import ReferenceError, parse_reference
 from agent.trust.verifier import ArtifactVerifier
 from shared.facts import DeviceFacts
-from shared.messages import ModelSlot, SlotPhase
+from shared.messages import ArtifactRef, ModelSlot, SlotPhase
+from shared.reference_layout import ReferenceLayoutError
 
 
 class SlotLoader(Protocol):
@@ -113,20 +117,34 @@ class ResolveEngine:
     """``building`` is reported by the resolver, only when it builds."""
 
     def __init__(
-        self, resolver: EngineResolver, power: PowerModes, runtime: str, state_dir: Path
+        self,
+        resolver: EngineResolver,
+        power: PowerModes,
+        runtime: str,
+        state_dir: Path,
+        reference: FetchReference | None = None,
     ) -> None:
         self._resolver = resolver
         self._power = power
         self._runtime = runtime
         self._state_dir = state_dir
+        self._reference = reference
+        """Fetches the sample inputs an INT8 build calibrates from (None: never calibrates)."""
 
     def run(self, run: SlotRun) -> None:
         slot = run.slot
         if self._power.apply(slot):
             run.mark_tuning(tuning_tag(self._power.facts))
+        fetcher = self._reference
+        calibrating = calibration_reference(self._runtime, slot) if fetcher else None
+        inputs = fetcher.samples(slot.version, calibrating) if fetcher and calibrating else None
         try:
             identity = identify(
-                self._runtime, self._power.facts, slot.artifact.sha256, slot.delegate
+                self._runtime,
+                self._power.facts,
+                slot.artifact.sha256,
+                slot.delegate,
+                calibrating.sha256 if calibrating else None,  # calibrated from it: in the key
             )
         except IdentityError as exc:
             raise ModelLoadError(f"cannot name the engine: {exc}") from exc
@@ -137,6 +155,7 @@ class ResolveEngine:
             slot.delegate,
             on_building=lambda: run.phase(SlotPhase.BUILDING),
             retune=run.retune,
+            calibration_inputs=inputs,
         )
 
 
@@ -160,6 +179,18 @@ class FetchReference:
             run.reference = parse_reference(path.read_bytes())
         except ReferenceError as exc:
             raise ModelLoadError(f"reference outputs of {slot.version}: {exc}") from exc
+
+    def samples(self, version: str, reference: ArtifactRef) -> Path:
+        """The reference NPZ whose inputs INT8 calibrates from, fetched and checked from its
+        headers (ModelLoadError when it cannot calibrate); the validation reads it again."""
+        path = self._downloader.fetch(reference, on_progress=self._on_progress)
+        try:
+            check_samples(path)
+        except ReferenceLayoutError as exc:
+            raise ModelLoadError(
+                f"sample inputs of {version} (its reference) cannot calibrate INT8: {exc}"
+            ) from exc
+        return path
 
 
 class SwapIn:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from controller.artifacts.store import ArtifactStore, PendingArtifact
 from controller.db.repository import Repository
 from controller.errors import Conflict, InvalidInput, InvalidModel, InvalidReference, NotFound
 from controller.fleet.desired import artifact_url
-from controller.records import VersionRecord, VersionView
+from controller.records import PlannedSlot, VersionRecord, VersionView
 from shared.messages import ArtifactRef
 from shared.reference_layout import read_layout
 from shared.warmup_inputs import WarmupSpec
@@ -259,6 +259,18 @@ class Catalog:
         ref = self.reference(record.sha256)
         assert ref is not None
         return ref
+
+    def references_of(
+        self, slots: Sequence[PlannedSlot]
+    ) -> tuple[dict[str, ArtifactRef], set[int]]:
+        """The reference NPZ of each model ``slots`` serve (by sha256), and the ids of their
+        versions whose reference inputs may calibrate INT8 on a device: the operator gave them
+        (``reference_shapes``: ``--inputs`` or an uploaded reference; random ones calibrate
+        poorly) and the model has no Q/DQ nodes (TensorRT takes its scales from those)."""
+        shas = sorted({s.sha256 for s in slots})
+        refs = {sha: ref for sha in shas if (ref := self.reference(sha))}
+        versions = self._repo.versions_by_id(sorted({s.model_version_id for s in slots}))
+        return refs, {i for i, v in versions.items() if v.reference_shapes and not v.has_qdq}
 
     def reference(self, sha256: str) -> ArtifactRef | None:
         """The reference outputs (NPZ artifact) agents validate model ``sha256`` against."""

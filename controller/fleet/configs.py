@@ -3,8 +3,9 @@
 Resolution is :mod:`controller.fleet.config_layers` (pure) fed with the device's labels and hardware
 class; a dynamic input the result has no shape profile for gets the default one from the shapes
 the version was pushed with (:mod:`shared.default_profile`, provenance saying so); the result is
-checked with :func:`shared.delegate.check_config` against the model's inputs, its Q/DQ nodes and
-the device's DLA count, so a wrong config is refused before any device builds.
+checked with :func:`shared.delegate.check_config` against the model's inputs, its Q/DQ nodes,
+whether the operator gave its reference inputs (INT8 calibrates from those on the device) and the
+device's DLA count, so a wrong config is refused before any device builds.
 """
 
 from __future__ import annotations
@@ -157,6 +158,7 @@ class Configs:
             delegate,
             inputs,
             has_qdq=version.has_qdq,
+            has_samples=bool(version.reference_shapes),  # the operator's inputs, not random
             dla_cores=_dla_cores(device.device_facts),
             device_class=hw_class or f"device {device.id}",
             no_default=defaults.unusable,

@@ -321,8 +321,7 @@ class Fleet:
         """:meth:`_publish_all`; the returned call waits for the acknowledgements."""
         if not docs:
             return _nothing
-        shas = sorted({s.sha256 for _, _, slots in docs for s in slots})
-        refs = {sha: r for sha in shas if (r := self._catalog.reference(sha))}
+        refs, calibrating = self._catalog.references_of([s for _, _, ss in docs for s in ss])
         now = self._clock()
         signed = self._signer.documents(docs) if self._signer is not None else {}
         jobs = self._pending_jobs([d for d, _, _ in docs]) if self._pending_jobs else {}
@@ -336,6 +335,7 @@ class Fleet:
                 refs,
                 signed.get(device_id),
                 jobs=jobs.get(device_id, ()),
+                calibrating=calibrating,
             )
             for device_id, gen, slots in docs
         ]

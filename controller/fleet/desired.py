@@ -7,7 +7,7 @@ so the device's generation is not bumped and no agent does needless work.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -78,12 +78,15 @@ def desired_document(
     references: Mapping[str, ArtifactRef] | None = None,
     signatures: DocumentSignatures | None = None,
     jobs: Sequence[Job] = (),
+    calibrating: Collection[int] = (),
 ) -> DesiredState:
     """The full DesiredState a device receives for ``slots`` at ``generation``.
 
     ``references`` maps a model's sha256 to its reference-outputs artifact, which the agent
     validates a new engine against before it switches to it; ``signatures`` the signed
-    manifests, rollback authorisations and key rotations the device verifies (None: unsigned).
+    manifests, rollback authorisations and key rotations the device verifies (None: unsigned);
+    ``calibrating`` the ids of the versions whose reference inputs may calibrate INT8 on the
+    device (:meth:`controller.fleet.catalog.Catalog.references_of`).
     """
     sig = signatures or DocumentSignatures(manifests={}, rollbacks={})
     return DesiredState(
@@ -106,6 +109,8 @@ def desired_document(
                     max_queue_delay_ms=s.delegate.max_queue_delay_ms,
                 ),
                 reference=(references or {}).get(s.sha256),
+                reference_calibrates=s.model_version_id in calibrating
+                and s.sha256 in (references or {}),
                 rollback=sig.rollbacks.get(s.name),
             )
             for s in slots

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-from agent.engines.resolver import _LeaseKeeper
+from agent.engines.lease_keeper import LeaseKeeper
 from agent.link.outbox import Outbox
 from agent.link.spool import SpoolEntry
 from agent.service.sd_notify import Heartbeat, Notifier, Watchdog
@@ -159,7 +159,7 @@ class FlakyLeaseStore:
 
 def test_a_build_lease_keeps_being_renewed_after_a_renewal_raised() -> None:
     store = FlakyLeaseStore()
-    keeper = _LeaseKeeper(store, "a" * 64, "default", "gw-a", 0.15)  # type: ignore[arg-type]
+    keeper = LeaseKeeper(store, "a" * 64, "default", "gw-a", 0.15)  # type: ignore[arg-type]
     try:
         assert store.renewed_twice.wait(30), "the lease was not renewed after the failure"
     finally:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from typing import Any
 
 import httpx
+import numpy as np
 from onnx import TensorProto, helper
 
 from controller.demo.sample_models import classifier
@@ -227,7 +229,50 @@ def test_int8_needs_calibration_unless_the_model_has_qdq_nodes(
         return list(ok(api.get("/api/v1/configs/int8/resolve", params=params))["problems"])
 
     assert problems("qdq:1") == []
-    assert problems("classifier") == [
-        "precision int8 needs a calibration cache (calibration_cache_sha256) or a model "
-        "with Q/DQ nodes"
-    ]
+    assert problems("classifier") == [INT8_REFUSAL]
+
+
+INT8_REFUSAL = (
+    "precision int8 needs a calibration cache (calibration_cache_sha256), a model with Q/DQ "
+    "nodes, or sample inputs to calibrate on the device: push the version again with --inputs "
+    "samples.npz (representative inputs; random ones calibrate poorly)"
+)
+
+
+def test_int8_calibrates_on_the_device_from_the_operators_sample_inputs(
+    controller: Controller, api: httpx.Client, peers: Callable[[str], MqttPeer], prefix: str
+) -> None:
+    """Issue 31 row 2: a version pushed with sample inputs (``--inputs``) deploys at int8
+    without a calibration cache, and its desired slot says the reference's inputs calibrate
+    (the device calibrates from them); a version whose reference inputs the controller made up
+    is refused, naming ``--inputs``."""
+    two_devices(controller, api, peers(controller.broker_url), prefix)
+    ok(put(api, "int8", "default", precision="int8"))
+    samples = io.BytesIO()
+    np.savez(samples, image=np.random.default_rng(5).random((2, 1, 3, 32, 32), np.float32))
+    stored = api.post(
+        "/api/v1/artifacts",
+        content=samples.getvalue(),
+        headers={"Content-Type": "application/octet-stream"},
+    )
+    assert stored.status_code in (200, 201), stored.text
+    pushed = api.put(
+        "/api/v1/models/classifier/versions/2",
+        content=classifier(seed=8),
+        params={"inputs_sha256": stored.json()["sha256"]},
+    )
+    assert pushed.status_code == 201, pushed.text
+
+    def deploy(version: str) -> httpx.Response:
+        body = {"model": "classifier", "version": version, "device": "gw-2", "config": "int8"}
+        return api.post("/api/v1/deployments", json=body)
+
+    refused = deploy("1")  # reference outputs of random inputs: no calibration from them
+    assert refused.status_code == 400
+    assert INT8_REFUSAL in refused.json()["detail"]
+    assert deploy("2").status_code == 200
+    doc = fresh_desired(
+        peers, controller.broker_url, Topics(prefix).device("gw-2", Channel.DESIRED), 1
+    )
+    assert doc.slots[0].reference is not None
+    assert doc.slots[0].reference_calibrates is True

@@ -8,8 +8,17 @@ from shared.delegate import DelegateConfig, ShapeProfile, check_config
 IMAGE = {"image": ("batch", 3, 224, 224)}
 
 
-def problems(config: DelegateConfig, *, qdq: bool = False, dla: int | None = 2) -> list[str]:
-    return check_config(config, IMAGE, has_qdq=qdq, dla_cores=dla, device_class="orin-nano-8gb")
+def problems(
+    config: DelegateConfig, *, qdq: bool = False, dla: int | None = 2, samples: bool = False
+) -> list[str]:
+    return check_config(
+        config,
+        IMAGE,
+        has_qdq=qdq,
+        dla_cores=dla,
+        has_samples=samples,
+        device_class="orin-nano-8gb",
+    )
 
 
 def profile(**kw: tuple[int, ...]) -> ShapeProfile:
@@ -21,16 +30,32 @@ def test_a_sound_config_has_no_problems() -> None:
     assert problems(DelegateConfig(precision="fp16", shapes=(profile(),))) == []
 
 
+INT8_REFUSAL = (
+    "precision int8 needs a calibration cache (calibration_cache_sha256), a model with Q/DQ "
+    "nodes, or sample inputs to calibrate on the device: push the version again with --inputs "
+    "samples.npz (representative inputs; random ones calibrate poorly)"
+)
+
+
 def test_int8_needs_calibration_or_qdq() -> None:
-    assert problems(DelegateConfig(precision="int8", shapes=(profile(),))) == [
-        "precision int8 needs a calibration cache (calibration_cache_sha256) or a model with "
-        "Q/DQ nodes"
-    ]
+    assert problems(DelegateConfig(precision="int8", shapes=(profile(),))) == [INT8_REFUSAL]
     assert problems(DelegateConfig(precision="int8", shapes=(profile(),)), qdq=True) == []
     calibrated = DelegateConfig(
         precision="int8", calibration_cache_sha256="ab" * 32, shapes=(profile(),)
     )
     assert problems(calibrated) == []
+
+
+def test_int8_calibrates_from_the_operators_sample_inputs() -> None:
+    """Issue 31 row 2: a version whose reference holds the operator's sample inputs needs no
+    calibration cache (the device calibrates from them); random inputs do not count (the
+    caller says ``has_samples`` only for the operator's), nor does a strongly typed network,
+    which takes no calibrated scales."""
+    int8 = DelegateConfig(precision="int8", shapes=(profile(),))
+    assert problems(int8, samples=True) == []
+    typed = int8.model_copy(update={"strongly_typed": True})
+    assert problems(typed, samples=True) == [INT8_REFUSAL]
+    assert problems(typed, samples=True, qdq=True) == []
 
 
 def test_dla_on_a_device_class_without_one() -> None:

@@ -12,7 +12,7 @@ from controller.fleet.desired import (
 )
 from shared.codec import decode, encode
 from shared.delegate import DelegateConfig, ShapeProfile
-from shared.messages import DesiredState
+from shared.messages import ArtifactRef, DesiredState
 
 SHA_A1 = "a" * 64
 SHA_A2 = "b" * 64
@@ -106,3 +106,21 @@ def test_a_default_profile_re_resolved_against_a_stored_slot_is_no_change() -> N
     assert not plan_redelegate(current, "edge", {"a": resolved}).changed
     wider = DelegateConfig(shapes=(profile.model_copy(update={"max": (8, 4)}),))
     assert plan_redelegate(current, "edge", {"a": wider}).changed
+
+
+def test_the_slots_whose_reference_inputs_calibrate_say_so_and_no_other_does() -> None:
+    """Issue 31 row 2: ``reference_calibrates`` only for a version the catalog names (the
+    operator's sample inputs, no Q/DQ) that has a reference; left out of the JSON otherwise,
+    so documents signed before it still verify."""
+    issued = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    ref = ArtifactRef(url="http://ctl/r", sha256="d" * 64, size=10)
+    a = replace(slot("a", "1", SHA_A1), model_version_id=1)
+    b = replace(slot("b", "1", SHA_B1), model_version_id=2)
+    c = replace(slot("c", "1", SHA_A2), model_version_id=3)
+    refs = {SHA_A1: ref, SHA_B1: ref}
+    doc = desired_document("gw-1", 1, (a, b, c), "http://ctl/", issued, refs, calibrating={1, 3})
+    assert [s.reference_calibrates for s in doc.slots] == [True, False, False]  # c: no reference
+    assert decode(DesiredState, encode(doc)) == doc
+    assert b'"reference_calibrates":true' in encode(doc)
+    plain = desired_document("gw-1", 1, (b,), "http://ctl/", issued, refs)
+    assert b"reference_calibrates" not in encode(plain)
