@@ -34,16 +34,8 @@ IDENTITY_KEYS = (
     "enrolled_at",
     "labels",
 )
-SETTINGS_FROM_IDENTITY = (
-    "device_id",
-    "controller_url",
-    "broker_url",
-    "topic_prefix",
-    "broker_username",
-    "broker_password",
-    "api_token",
-    "labels",
-)
+NOT_SETTINGS = ("fleet_key", "enrolled_at")  # the trust store's, and a record
+SETTINGS_FROM_IDENTITY = tuple(key for key in IDENTITY_KEYS if key not in NOT_SETTINGS)
 """Settings an identity fills when neither the config file nor the environment sets them."""
 
 

@@ -13,14 +13,14 @@ CHECK = (
 )
 
 
-def tensorrt_here() -> str | None:
-    """Why TensorRT cannot run here, or None when it can."""
+def _check() -> tuple[str | None, str]:
+    """(why TensorRT cannot run here or None, the version the TensorRT interpreter imports)."""
     from agent.engines.trt_interpreter import tensorrt_launch
 
     try:
         launch = tensorrt_launch(for_build=True)
     except Exception as exc:
-        return f"no TensorRT interpreter: {exc}"
+        return f"no TensorRT interpreter: {exc}", ""
     done = subprocess.run(
         [launch.interpreter, "-c", CHECK],
         capture_output=True,
@@ -31,8 +31,13 @@ def tensorrt_here() -> str | None:
     )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"{launch.interpreter} cannot run TensorRT with a CUDA device: {last}"
-    return None
+        return f"{launch.interpreter} cannot run TensorRT with a CUDA device: {last}", ""
+    return None, done.stdout.strip().splitlines()[-1]
+
+
+def tensorrt_here() -> str | None:
+    """Why TensorRT cannot run here, or None when it can."""
+    return _check()[0]
 
 
 def skip_without_tensorrt() -> None:
@@ -43,15 +48,4 @@ def skip_without_tensorrt() -> None:
 
 def tensorrt_version() -> str:
     """The version of TensorRT the TensorRT interpreter imports (call after the skip)."""
-    from agent.engines.trt_interpreter import tensorrt_launch
-
-    launch = tensorrt_launch(for_build=True)
-    done = subprocess.run(
-        [launch.interpreter, "-c", "import tensorrt; print(tensorrt.__version__)"],
-        capture_output=True,
-        text=True,
-        cwd=launch.pythonpath,
-        env={"PYTHONPATH": launch.pythonpath, "PATH": "/usr/bin:/bin"},
-        check=True,
-    )
-    return done.stdout.strip()
+    return _check()[1]

@@ -11,8 +11,10 @@ from typing import Any, TypeVar
 import httpx
 import paho.mqtt.client as mqtt
 import pytest
+from click.testing import CliRunner, Result
 from paho.mqtt.enums import CallbackAPIVersion
 
+from controller.cli.main import cli
 from controller.server import Controller
 from controller.settings import Settings, parse_broker_url
 
@@ -123,6 +125,17 @@ def set_labels(api: httpx.Client, device_id: str, labels: dict[str, str]) -> Non
     """Label a listed device as the operator does (the labels a device reports are ignored)."""
     answer = api.put(f"/api/v1/devices/{device_id}/labels", json={"labels": labels})
     assert answer.status_code == 200, answer.text
+
+
+@pytest.fixture
+def run(controller: Controller) -> Callable[..., Result]:
+    """``jetfleet ARGS... --url <the controller>`` in-process, as an admin."""
+    runner = CliRunner(env={"JETFLEET_TOKEN": admin_token(controller)})
+
+    def invoke(*args: str) -> Result:
+        return runner.invoke(cli, [*args, "--url", controller.http_url])
+
+    return invoke
 
 
 @pytest.fixture

@@ -18,17 +18,7 @@ from shared.topics import Channel, Topics
 from tests.analysis_models import mobilenet_v2_like
 from tests.conftest import free_port
 from tests.integration.controller.agent_messages import reported, telemetry
-from tests.integration.controller.conftest import MqttPeer, admin_token, api_client, poll
-
-
-@pytest.fixture
-def run(controller: Controller) -> Callable[..., Result]:
-    runner = CliRunner(env={"JETFLEET_TOKEN": admin_token(controller)})
-
-    def invoke(*args: str) -> Result:
-        return runner.invoke(cli, [*args, "--url", controller.http_url])
-
-    return invoke
+from tests.integration.controller.conftest import MqttPeer, api_client, poll
 
 
 def one_line_error(result: Result) -> str:

@@ -7,30 +7,18 @@ import json
 from collections.abc import Callable
 
 import httpx
-import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 from controller.cli.configs import parse_set, parse_shape
-from controller.cli.main import cli
 from controller.demo.sample_models import classifier
 from controller.server import Controller
 from shared.codec import encode
 from shared.messages import SlotPhase, SlotStatus
 from shared.topics import Channel, Topics
 from tests.integration.controller.agent_messages import now
-from tests.integration.controller.conftest import MqttPeer, admin_token, poll
+from tests.integration.controller.conftest import MqttPeer, poll
 from tests.integration.controller.test_configs import ORIN, jetson_reported
 from tests.integration.controller.test_engine_store import ENGINE_BYTES, manifest
-
-
-@pytest.fixture
-def run(controller: Controller) -> Callable[..., Result]:
-    runner = CliRunner(env={"JETFLEET_TOKEN": admin_token(controller)})
-
-    def invoke(*args: str) -> Result:
-        return runner.invoke(cli, [*args, "--url", controller.http_url])
-
-    return invoke
 
 
 def test_shape_and_set_options_parse() -> None:

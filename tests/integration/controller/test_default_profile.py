@@ -10,16 +10,14 @@ from pathlib import Path
 
 import httpx
 import numpy as np
-import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 from onnx import TensorProto, helper
 
-from controller.cli.main import cli
 from controller.server import Controller
 from shared.codec import encode
 from shared.delegate import ShapeProfile
 from shared.topics import Channel, Topics
-from tests.integration.controller.conftest import MqttPeer, admin_token, poll
+from tests.integration.controller.conftest import MqttPeer, poll
 from tests.integration.controller.test_configs import ok, put, x86_reported
 from tests.integration.controller.test_deploy import fresh_desired
 
@@ -39,16 +37,6 @@ def dynamic_model() -> bytes:
     model.ir_version = 8
     data: bytes = model.SerializeToString()
     return data
-
-
-@pytest.fixture
-def run(controller: Controller) -> Callable[..., Result]:
-    runner = CliRunner(env={"JETFLEET_TOKEN": admin_token(controller)})
-
-    def invoke(*args: str) -> Result:
-        return runner.invoke(cli, [*args, "--url", controller.http_url])
-
-    return invoke
 
 
 def test_a_dynamic_model_pushed_with_a_shape_deploys_with_that_shape_as_its_profile(
