@@ -45,7 +45,7 @@ B64_PATTERN = r"^[A-Za-z0-9+/]+={0,2}$"
 ENGINE_VERSION: Final = "1"
 """The version every engine manifest carries: an engine key names one engine, never several."""
 
-ArtifactKind = Literal["model", "engine"]
+ArtifactKind = Literal["model", "engine", "agent"]
 
 
 class _Statement(BaseModel):

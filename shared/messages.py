@@ -15,6 +15,7 @@ from typing import Any, Final, Literal
 
 from pydantic import Field, field_validator
 
+from shared.agent_releases import AgentReleaseOrder, AgentUpdateStatus
 from shared.delegate import DelegateConfig
 from shared.facts import DeviceFacts
 from shared.jobs import Job
@@ -141,6 +142,12 @@ class DesiredState(WireModel):
         description="Profiling/tuning jobs to run once each (shared.jobs); left out of the "
         "JSON when there are none, so agents that predate jobs still accept the document.",
     )
+    agent: AgentReleaseOrder | None = Field(
+        default=None,
+        exclude_if=lambda agent: agent is None,
+        description="The agent release to run (shared.agent_releases); left out of the JSON "
+        "when unset, so agents that predate self-update still accept the document.",
+    )
     signature: DocumentSignature | None = Field(
         default=None,
         exclude_if=lambda signature: signature is None,
@@ -228,6 +235,12 @@ class ReportedState(WireModel):
     facts: DeviceFacts
     serve_url: str | None = Field(default=None, description="Local KServe v2 endpoint.")
     agent_version: str
+    agent_update: AgentUpdateStatus | None = Field(
+        default=None,
+        exclude_if=lambda update: update is None,
+        description="The latest agent update (shared.agent_releases); left out when there was "
+        "none, so controllers that predate self-update still accept the report.",
+    )
 
 
 # --- events and presence ---------------------------------------------------------------------
@@ -250,6 +263,7 @@ EventKind = Literal[
     "desired_refused",
     "job_progress",
     "job_result",
+    "agent_update",
 ]
 
 JsonValue = Any
