@@ -5,6 +5,7 @@ Error hierarchy (``agent.errors``)::
     AgentError
     ├── SettingsError            bad configuration; the CLI exits 2
     ├── TransientError           retried on the next reconcile pass
+    │   ├── StateDirError        the state directory cannot take a write now (full, read-only)
     │   ├── DownloadError        network failure or 5xx while fetching an artifact
     │   ├── StoreUnavailable     the engine store cannot be reached (the device builds alone)
     │   └── Unreachable          no HTTP answer (refused, reset, DNS, timeout, TLS; agent.link.http)

@@ -12,7 +12,9 @@ ControllerError            a message a person can act on
 ├── RangeNotSatisfiable    a byte range outside the artifact (HTTP 416)
 ├── DatabaseError          the database is unreachable or not migrated
 ├── BusError               the MQTT broker is unreachable or refused a publish
-└── StorageError           the object store (S3) is unreachable or refused a request
+├── StorageError           the object store (S3) is unreachable or refused a request
+├── QuotaExceeded          a device passed its upload quota (HTTP 429, with when room frees up)
+└── ShuttingDown           the controller is stopping and dropped work in progress (HTTP 503)
 ```
 """
 

@@ -9,7 +9,8 @@ drops after the handshake (a missing or refused client certificate) that paho on
 
 :class:`ClosingSSLSocket` closes itself when its handshake fails; paho drops such a socket without
 closing it (a ``ResourceWarning`` per failed attempt). The adapters build their ``SSLContext`` and
-set ``context.sslsocket_class`` to it. Pure: no file or network access here.
+set ``context.sslsocket_class`` to it. No network access here; the adapters' context building
+reads the certificate and key files they name.
 """
 
 from __future__ import annotations

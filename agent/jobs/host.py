@@ -20,7 +20,7 @@ from agent.errors import AgentError
 from agent.slots.records import SlotsView
 from agent.swap.admission import Need
 from agent.swap.budget import MemoryBudget, Reservation
-from agent.swap.validation import Reference, ReferenceError, parse_reference
+from agent.swap.validation import BadReference, Reference, parse_reference
 from shared.facts import DeviceFacts
 from shared.jobs import Job, JobArtifact, JobProgress
 from shared.messages import ArtifactRef
@@ -91,7 +91,7 @@ class JobContext:
         path = self.host.fetch(artifact_ref(artifact))
         try:
             return parse_reference(path.read_bytes())
-        except ReferenceError as exc:
+        except BadReference as exc:
             raise JobFailed(f"reference outputs: {exc}") from exc
 
     def reserve_beside(self, need: Need) -> Reservation:

@@ -38,7 +38,7 @@ from agent.slots.pipeline import SlotRun
 from agent.swap.admission import need_of
 from agent.swap.hotswap import Candidate, HotSwapper
 from agent.swap.journal import Pointer
-from agent.swap.validation import ReferenceError, parse_reference
+from agent.swap.validation import BadReference, parse_reference
 from agent.trust.verifier import ArtifactVerifier
 from shared.facts import DeviceFacts
 from shared.messages import ArtifactRef, ModelSlot, SlotPhase
@@ -177,7 +177,7 @@ class FetchReference:
         path = self._downloader.fetch(slot.reference, on_progress=self._on_progress)
         try:
             run.reference = parse_reference(path.read_bytes())
-        except ReferenceError as exc:
+        except BadReference as exc:
             raise ModelLoadError(f"reference outputs of {slot.version}: {exc}") from exc
 
     def samples(self, version: str, reference: ArtifactRef) -> Path:

@@ -81,12 +81,12 @@ class ValidationReport:
         return not self.problems
 
 
-class ReferenceError(ValueError):
+class BadReference(ValueError):
     """The reference NPZ is unreadable or does not fit the model."""
 
 
 def parse_reference(data: bytes) -> Reference:
-    """An NPZ of ``input:<name>`` / ``output:<name>`` arrays → Reference; ReferenceError if not.
+    """An NPZ of ``input:<name>`` / ``output:<name>`` arrays → Reference; BadReference if not.
 
     Its headers are checked first (:func:`shared.reference_layout.read_layout`): no object
     arrays, at most ``MAX_REFERENCE_BYTES`` uncompressed, so a forged NPZ cannot make this
@@ -96,16 +96,16 @@ def parse_reference(data: bytes) -> Reference:
     try:
         read_layout(data).cases()
     except ReferenceLayoutError as exc:
-        raise ReferenceError(str(exc)) from exc
+        raise BadReference(str(exc)) from exc
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise ReferenceError(f"reference outputs are not a readable NPZ: {exc}") from exc
+        raise BadReference(f"reference outputs are not a readable NPZ: {exc}") from exc
     inputs = {k.removeprefix("input:"): v for k, v in arrays.items() if k.startswith("input:")}
     outputs = {k.removeprefix("output:"): v for k, v in arrays.items() if k.startswith("output:")}
     if not inputs or not outputs:
-        raise ReferenceError("reference NPZ needs input:<name> and output:<name> arrays")
+        raise BadReference("reference NPZ needs input:<name> and output:<name> arrays")
     return Reference(inputs, outputs)
 
 

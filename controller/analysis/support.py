@@ -27,7 +27,6 @@ import dataclasses
 from collections import Counter
 from dataclasses import dataclass
 
-from controller.analysis.fold import build_time_constants
 from controller.analysis.graph import Graph, Node, TensorInfo
 from controller.analysis.ops_table import OpsTable
 from controller.analysis.rules import NodeSupport, Scope, check_node, scope_of
@@ -69,11 +68,6 @@ class ModelSupport:
     nodes: tuple[NodeSupport, ...]
     nested: tuple[NestedSupport, ...]
     notes: tuple[str, ...]
-
-
-def static_tensors(graph: Graph) -> frozenset[str]:
-    """Tensors known before inference (folded by TensorRT's builder): see :mod:`.fold`."""
-    return build_time_constants(graph)
 
 
 def node_support(graph: Graph, table: OpsTable, trt_version: str) -> list[NodeSupport]:

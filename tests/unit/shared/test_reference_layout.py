@@ -11,7 +11,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from agent.swap.validation import ReferenceError, parse_reference
+from agent.swap.validation import BadReference, parse_reference
 from controller.analysis.reference_outputs import ReferenceOutputsError, check_npz, reference_npz
 from controller.demo.sample_models import classifier
 from shared.reference_layout import (
@@ -69,7 +69,7 @@ def test_an_object_array_is_refused_without_being_unpickled() -> None:
         "array output:probabilities has dtype object: only numeric arrays (bool, int, uint, "
         "float, complex) are accepted"
     )
-    with pytest.raises(ReferenceError, match="dtype object"):
+    with pytest.raises(BadReference, match="dtype object"):
         parse_reference(data)
     assert DETONATIONS == []
     np.load(io.BytesIO(data), allow_pickle=True)["output:probabilities"]
@@ -156,7 +156,7 @@ def test_a_zip_bomb_is_refused_before_anything_is_inflated() -> None:
     assert len(bomb) < 1_000_000
     tracemalloc.start()
     try:
-        with pytest.raises(ReferenceError) as caught:
+        with pytest.raises(BadReference) as caught:
             parse_reference(bomb)
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -179,7 +179,7 @@ def test_a_header_that_declares_more_than_the_member_holds_is_refused() -> None:
         r"\(shape \(1000000000,1,3,32,32\) of float32\): the file is damaged or forged",
         refusal(lying),
     )
-    with pytest.raises(ReferenceError, match="header declares"):
+    with pytest.raises(BadReference, match="header declares"):
         parse_reference(lying)
 
 
@@ -187,7 +187,7 @@ def test_arrays_must_agree_on_a_case_count_of_at_least_one() -> None:
     disagree = classifier_arrays() | {"output:probabilities": np.zeros((3, 1, 10), np.float32)}
     assert refusal(npz(disagree)) == "arrays disagree on the number of cases (first axis): 2, 3"
     assert refusal(npz(classifier_arrays(cases=0))).startswith("the arrays hold no case")
-    with pytest.raises(ReferenceError, match="array input:image has no case axis"):
+    with pytest.raises(BadReference, match="array input:image has no case axis"):
         parse_reference(npz({"input:image": np.float32(1.0), "output:p": np.zeros(1)}))
 
 
