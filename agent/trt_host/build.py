@@ -1,4 +1,6 @@
-"""ONNX bytes → serialized TensorRT plan, on every supported release (tensorrt-notes.md §2.1, §7).
+"""ONNX bytes → serialized TensorRT plan, on every supported release.
+
+The build steps and trtexec flags mirrored here: docs/tensorrt.md#building-a-plan.
 
 :func:`build` takes ``trt`` (the module) and its :class:`~.versions.Capabilities`, so the path is
 chosen from the detected release and checkable against a stand-in of any release:
@@ -168,7 +170,7 @@ def _check_options(caps: Capabilities, options: BuildOptions, dla_cores: int) ->
     if options.strongly_typed and not (caps.strongly_typed_flag or caps.always_strongly_typed):
         raise BuildError(["strongly typed networks need TensorRT >= 9.1 (this is %s)" % caps.label])
     if options.strongly_typed and options.precision != "fp32":
-        # TensorRT 10 refuses BuilderFlag.FP16/INT8 on a strongly typed network (issue 31 #1).
+        # TensorRT 10 refuses BuilderFlag.FP16/INT8 on a strongly typed network.
         raise BuildError(
             [
                 "precision %s with strongly_typed: a strongly typed network takes its types "
@@ -255,7 +257,7 @@ def _configure(
 ) -> List[str]:
     flag = trt.BuilderFlag
     notes: List[str] = []
-    weak: List[str] = []  # the weak-typing flags set (deprecated from 10.12, issue 31 #5)
+    weak: List[str] = []  # the weak-typing flags set (deprecated from 10.12)
     if options.workspace_bytes:
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, int(options.workspace_bytes))
     if options.tf32:
@@ -277,7 +279,7 @@ def _configure(
     elif qdq and not typed:
         # Q/DQ layers are INT8 whatever the config asks: a weakly typed 8.x network refuses
         # to build without the flag ("Int8 precision has been set for a layer or layer output,
-        # but int8 is not configured in the builder", real 8.5.2 and 8.6.0, issue 30)
+        # but int8 is not configured in the builder", real 8.5.2 and 8.6.0)
         config.set_flag(flag.INT8)
         weak.append("INT8")
         notes.append("the model is quantized (Q/DQ layers): INT8 enabled where it says so")
@@ -295,7 +297,13 @@ def _configure(
         for name in options.disabled_tactic_sources:
             if name in caps.tactic_sources:
                 mask &= ~(1 << int(getattr(trt.TacticSource, name)))
-        config.set_tactic_sources(mask)
+        if not config.set_tactic_sources(mask):  # False: every source stays on
+            raise BuildError(
+                [
+                    "TensorRT refused to switch off tactic sources %s (mask %#x)"
+                    % (list(options.disabled_tactic_sources), mask)
+                ]
+            )
     if options.optimization_level is not None:
         if caps.optimization_level:
             config.builder_optimization_level = int(options.optimization_level)
@@ -343,7 +351,7 @@ def build(
     if options.use_timing_cache:
         cache = config.create_timing_cache(options.timing_cache or b"")
         if not config.set_timing_cache(cache, ignore_mismatch=False) and options.timing_cache:
-            # another release or device wrote it (issue 31 #4: it was dropped without a word)
+            # another release or device wrote it (it used to be dropped without a word)
             notes.append("TensorRT refused the timing cache (written elsewhere): built without it")
             config.set_timing_cache(config.create_timing_cache(b""), ignore_mismatch=False)
     if progress is not None and caps.progress_monitor:

@@ -9,11 +9,21 @@ For release R:
 - keyword calls are checked against the recorded ``args`` of R (overloads, older signatures in
   brackets); a keyword the binding does not name is a TypeError, as in pybind;
 - every attribute touch, set and call is recorded in :class:`Recorder`;
-- values are inert: :class:`Inert` unless the call is a factory in :data:`RETURNS` (the one
-  hand-kept table, since the TSV has no return types) or a test scripted it
-  (``StandIn.script("ICudaEngine.num_io_tensors", 3)``). Scripts are inputs to the path, never
-  asserted as results;
+- argument types are checked against the recorded ``types`` of R (:mod:`.standin_types`): a
+  value pybind11 would not convert (``set_memory_pool_limit("WORKSPACE", "1GiB")``) is a
+  TypeError with pybind11's words, "incompatible function arguments"; so is a property set;
+- results have the declared kind: True for a bool, 0 for an int, a new instance for a class,
+  None for void, :class:`Inert` where the table has no kind; unless a test scripted the answer
+  (``StandIn.script("ICudaEngine.num_io_tensors", 3)``) or a failure
+  (``StandIn.script_failure("IExecutionContext.execute_async_v3")``: False, None or -1, what
+  NVIDIA's binding answers when TensorRT fails). Scripts are inputs to the path, never asserted
+  as results;
+- enum values carry NVIDIA's numbers from the C++ declarations (the ``value`` column; the
+  declaration index only where no header of that tag declares the enum);
 - trampoline classes (ILogger, IProgressMonitor, IInt8EntropyCalibrator2, IProfiler) subclass.
+
+Reading the table is :mod:`.standin_table`'s (names re-exported here), the kinds of arguments
+and results :mod:`.standin_types`'s.
 
 ``IHostMemory`` derives from ``bytes`` (see :data:`BUFFER_CLASSES`): the real class exposes the
 buffer protocol, which a Python 3.11 class cannot declare otherwise.
@@ -21,102 +31,31 @@ buffer protocol, which a Python 3.11 class cannot declare otherwise.
 
 from __future__ import annotations
 
-import csv
-import re
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-TSV = Path(__file__).resolve().parents[1] / "fixtures" / "tensorrt_python_api.tsv"
-RELEASES = ("8.5.2", "8.6.1", "10.3.0", "10.13.3", "newest")
-VERSIONS = {
-    "8.5.2": "8.5.2.2",
-    "8.6.1": "8.6.1.6",
-    "10.3.0": "10.3.0.26",
-    "10.13.3": "10.13.3.9",
-    "newest": "11.1.0.106",
-}
+from tests.tensorrt_api import standin_types as kinds
+from tests.tensorrt_api.standin_table import (
+    RELEASES,
+    TSV,
+    VERSIONS,
+    Row,
+    kind_at,
+    load_rows,
+    overloads_at,
+)
 
-# What a factory returns (the TSV records no return types).
-RETURNS = {
-    "Builder.create_network": "INetworkDefinition",
-    "Builder.create_builder_config": "IBuilderConfig",
-    "Builder.create_optimization_profile": "IOptimizationProfile",
-    "Builder.build_serialized_network": "IHostMemory",
-    "IBuilderConfig.create_timing_cache": "ITimingCache",
-    "IBuilderConfig.get_timing_cache": "ITimingCache",
-    "ITimingCache.serialize": "IHostMemory",
-    "INetworkDefinition.get_input": "ITensor",
-    "Runtime.deserialize_cuda_engine": "ICudaEngine",
-    "ICudaEngine.create_execution_context": "IExecutionContext",
-    "ICudaEngine.create_execution_context_without_device_memory": "IExecutionContext",
-}
+__all__ = ["RELEASES", "TSV", "VERSIONS", "Row", "StandIn", "kind_at", "load_rows", "overloads_at"]
+
 BUFFER_CLASSES = {"IHostMemory": bytes}
 ABSENT = object()
 
 
-@dataclass(frozen=True)
-class Row:
-    module: str
-    owner: str
-    member: str
-    kind: str
-    args: str
-    presence: dict[str, str]
-
-
-def load_rows(path: Path = TSV) -> list[Row]:
-    lines = [line for line in path.read_text().splitlines() if not line.startswith("#")]
-    rows = []
-    for rec in csv.DictReader(lines, delimiter="\t", quoting=csv.QUOTE_NONE):
-        rows.append(
-            Row(
-                rec["module"],
-                rec["owner"],
-                rec["member"],
-                rec["kind"],
-                rec["args"],
-                {r: rec[r] for r in RELEASES},
-            )
-        )
-    return rows
-
-
-def kind_at(raw: str, release: str) -> str:
-    """``readonly_property (property from 8.5.2; readonly_property from 10.3.0)`` at a release."""
-    match = re.match(r"^(\w+) \((.*)\)$", raw)
-    if not match:
-        return raw
-    kind = match.group(1)
-    for part in match.group(2).split("; "):
-        name, _, since = part.partition(" from ")
-        if RELEASES.index(since) <= RELEASES.index(release):
-            kind = name
-    return kind
-
-
-def overloads_at(raw: str, release: str) -> list[list[tuple[str, bool]]]:
-    """Each overload's (name, has_default) list at ``release``; [[]] = no named arguments."""
-    match = re.match(r"^(.*?)\s*(?:\[(.*)\])?$", raw)
-    assert match
-    current, older = match.group(1), match.group(2)
-    signature = current
-    for part in (older or "").split("; "):
-        labels, _, sig = part.partition(": ")
-        if release in labels.split(","):
-            signature = sig
-    if signature in ("", "()"):
-        return [[]]
-    return [
-        [(n.rstrip("="), n.endswith("=")) for n in o.split(",")] for o in signature.split(" | ")
-    ]
-
-
 @dataclass
 class Event:
-    op: str  # get | set | call | missing
+    op: str  # get | set | call | missing | refused (a wrong argument type)
     name: str  # Owner.member
     args: tuple[Any, ...] = ()
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -181,12 +120,32 @@ class StandIn:
         for row in self.rows:
             self.by_owner.setdefault(row.owner, {})[row.member] = row
         self.classes: dict[str, type] = {}
+        self.enums: set[str] = set()
         self.module = self._module()
 
     # -- helpers for tests ---------------------------------------------------------------------
     def script(self, name: str, value: Any) -> None:
         """``value`` (or ``value(self, *args, **kwargs)`` when callable) answers ``name``."""
         self.scripts[name] = value
+
+    def script_failure(self, name: str, value: Any = ABSENT) -> Any:
+        """``name`` answers what NVIDIA's binding answers when TensorRT fails: False for a bool,
+        None for a pointer, -1 for an int (``value`` overrides). KeyError where ``name`` has no
+        typed result at this release, so a failure can only be scripted where it can happen."""
+        if value is ABSENT:
+            sigs = self.signatures(name)
+            if not sigs:
+                raise KeyError(f"{name} has no typed result at TensorRT {self.release}")
+            value = kinds.failure_value(sigs[0].returns)
+        self.scripts[name] = _Failure(value)
+        return value
+
+    def signatures(self, name: str) -> list[kinds.Signature]:
+        owner, _, member = name.rpartition(".")
+        row = self.by_owner.get(owner or "-", {}).get(member)
+        if row is None or row.presence[self.release] == "-":
+            return []
+        return kinds.signatures(row.types, self.release)
 
     def make(self, cls: str, **values: Any) -> Any:
         """An instance of generated class ``cls`` whose properties answer ``values``."""
@@ -209,14 +168,72 @@ class StandIn:
     def _record(self, op: str, name: str, args: tuple[Any, ...] = (), kwargs: Any = None) -> None:
         self.recorder.events.append(Event(op, name, args, dict(kwargs or {})))
 
-    def _answer(self, name: str, this: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _answer(
+        self,
+        name: str,
+        this: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        returns: str | None = None,
+    ) -> Any:
         if name in self.scripts:
             value = self.scripts[name]
+            if isinstance(value, _Failure):
+                return value.value
             is_script = callable(value) and not isinstance(value, type | EnumValue)
             return value(this, *args, **kwargs) if is_script else value
-        if name in RETURNS:
-            return self._new(RETURNS[name])
+        return self._default(name, returns)
+
+    def _default(self, name: str, returns: str | None) -> Any:
+        """A value of the declared kind: success, nothing anyone asserts as a result."""
+        kind = (returns or "").rstrip("?")
+        simple = {"bool": True, "int": 0, "float": 0.0, "str": "", "bytes": b"", "None": None}
+        if kind in simple:
+            return simple[kind]
+        if kind.startswith("seq<") or kind == "list":
+            return []
+        if kind in self.classes and kind not in self.enums:
+            return self._new(kind)
         return Inert(name)
+
+    def _is_a(self, kind: str, value: Any) -> bool | None:
+        """Is ``value`` an instance of bound class/enum ``kind`` (bases and pybind11's implicit
+        conversions included)? None where ``kind`` is not bound at this release."""
+        if kind in self.enums:
+            return isinstance(value, EnumValue) and value.owner == kind
+        if kind not in self.classes:
+            return None
+        row = self._type_row(kind)
+        _, implicit = kinds.class_facts(row.types, self.release) if row else ([], [])
+        if any(kinds.accepts(k, value, self._is_a) for k in implicit):
+            return True
+        generated = next((c for c in type(value).__mro__ if "_standin_owner" in c.__dict__), None)
+        return generated is not None and self._derives(generated._standin_owner, kind)
+
+    def _derives(self, owner: str, kind: str) -> bool:
+        if owner == kind:
+            return True
+        row = self._type_row(owner)
+        bases, _ = kinds.class_facts(row.types, self.release) if row else ([], [])
+        return any(self._derives(b, kind) for b in bases)
+
+    def _type_row(self, qualname: str) -> Row | None:
+        owner, _, member = qualname.rpartition(".")
+        return self.by_owner.get(owner or "-", {}).get(member)
+
+    def _check_types(
+        self, name: str, row: Row, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> str | None:
+        """The declared result kind of the overload that takes this call (None: untyped);
+        TypeError as pybind11's when none does."""
+        sigs = kinds.signatures(row.types, self.release)
+        if not sigs:
+            return None
+        match = kinds.first_match(sigs, args, kwargs, self._is_a)
+        if match is None:
+            self._record("refused", name, args, kwargs)
+            raise TypeError(kinds.incompatible(name.rsplit(".", 1)[-1], sigs, args, kwargs))
+        return match.returns
 
     def _new(self, cls_name: str) -> Any:
         cls = self.classes[cls_name]
@@ -256,8 +273,9 @@ class StandIn:
 
         def call(this: Any, *args: Any, **kwargs: Any) -> Any:
             standin._check_args(name, row.args, args, kwargs)
+            returns = standin._check_types(name, row, args, kwargs)
             standin._record("call", name, args, kwargs)
-            return standin._answer(name, this, args, kwargs)
+            return standin._answer(name, this, args, kwargs, returns)
 
         return call
 
@@ -266,6 +284,8 @@ class StandIn:
         members = self.by_owner.get(qualname, {})
         namespace: dict[str, Any] = {"_standin_owner": qualname, "_standin_members": set(members)}
         index = 0
+        if kind_at(row.kind, self.release) == "enum":
+            self.enums.add(qualname)
         for member, mrow in members.items():
             if mrow.presence[self.release] == "-" or (
                 member.startswith("__") and member != "__init__"
@@ -276,7 +296,8 @@ class StandIn:
             if kind in ("class", "enum"):
                 namespace[member] = self._class(full, mrow)
             elif kind == "enum_value":
-                namespace[member] = EnumValue(qualname, member, index)
+                number = kinds.at_release(mrow.value, self.release)
+                namespace[member] = EnumValue(qualname, member, int(number) if number else index)
                 index += 1
             elif kind == "constructor":
                 init = self._function(full, mrow)
@@ -290,7 +311,10 @@ class StandIn:
             elif kind in ("method", "callback", "function"):
                 namespace[member] = self._function(full, mrow)
             elif kind in ("property", "readonly_property"):
-                namespace[member] = _Property(self, full, member, kind == "readonly_property")
+                sigs = kinds.signatures(mrow.types, self.release)
+                namespace[member] = _Property(
+                    self, full, member, kind == "readonly_property", sigs[0] if sigs else None
+                )
             else:
                 namespace[member] = Inert(full)
         bases: tuple[type, ...] = (_Base,)
@@ -382,9 +406,24 @@ class _Base:
         object.__setattr__(self, name, value)
 
 
+class _Failure:
+    """A scripted failure: the value itself answers, even when it is callable."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
 class _Property:
-    def __init__(self, standin: StandIn, name: str, member: str, readonly: bool) -> None:
+    def __init__(
+        self,
+        standin: StandIn,
+        name: str,
+        member: str,
+        readonly: bool,
+        sig: kinds.Signature | None = None,
+    ) -> None:
         self.standin, self.name, self.member, self.readonly = standin, name, member, readonly
+        self.sig = sig
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:
@@ -392,12 +431,22 @@ class _Property:
         values = obj.__dict__.get("_standin_values", {})
         if self.member in values:
             return values[self.member]
-        return self.standin._answer(self.name, obj, (), {})
+        returns = self.sig.returns if self.sig else None
+        return self.standin._answer(self.name, obj, (), {}, returns)
 
     def __set__(self, obj: Any, value: Any) -> None:
         if self.readonly:
             self.standin._record("missing", self.name)
             raise AttributeError(f"{self.name} is read-only at TensorRT {self.standin.release}")
+        if self.sig and self.sig.params:
+            kind = self.sig.params[0].kind
+            if not kinds.accepts(kind, value, self.standin._is_a):
+                self.standin._record("refused", self.name, (value,))
+                raise TypeError(
+                    f"(): incompatible function arguments. The following argument types are "
+                    f"supported:\n    1. ({self.member}: {kind}) -> None\n\n"
+                    f"Invoked with: {value!r} (setting {self.name})"
+                )
         self.standin._record("set", self.name, (value,))
         obj.__dict__.setdefault("_standin_values", {})[self.member] = value
 
