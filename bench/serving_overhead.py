@@ -16,9 +16,13 @@ region
 (timed) and sends a small JSON request; the output comes back as binary data.
 The JSON request body is encoded once, as the binary one is (a client such as curl sends bytes
 it has): the rows compare what the agent costs per encoding, not the client's JSON encoder.
+Every answer is checked, the timed ones included: each response's outputs are decoded (outside the
+timed span) and compared with what ONNX Runtime answers in-process for the same model and input,
+bit for bit (JSON tensors too: orjson writes float32 values as text that reads back exactly); one
+mismatch ends the run with an error naming the path and the request, and nothing is written.
 Reported: p50 / p99 per path, what HTTP adds at p50 over its in-process baseline (goal: <= 1 ms
 with binary data), p50 as a ratio of that baseline, and the JSON row's p50 as a ratio of the
-binary row's with the same httpx client (goal: <= 2x, issue 16). Usage:
+binary row's with the same httpx client (goal: <= 2x). Usage:
 ``python bench/serving_overhead.py [--requests 300] [--out bench/results]``; each run appends a
 dated section to ``serving_overhead.md`` (earlier runs are kept).
 """
@@ -38,18 +42,22 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from multiprocessing import shared_memory
 from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
 import numpy as np
 from onnx import TensorProto, helper
 
+from agent.runtimes.base import LoadedModel
 from agent.runtimes.ort import load_ort
-from agent.serving.app import create_app
+from agent.serving.app import HEADER_LENGTH, create_app
 from agent.serving.core import ModelRegistry, ServedModel
 from agent.serving.http_server import READ_SIZE, ServingServer
 from agent.serving.shared_memory import SharedMemoryRegions
 from agent.telemetry.metrics import Metrics
 from tests.analysis_models import mobilenet_v2_like
+
+T = TypeVar("T")
 
 
 class RawClient:
@@ -58,7 +66,9 @@ class RawClient:
     The request bytes are built once; each call sends them with one ``sendall``, reads until
     the head ends, takes the status and Content-Length from it, reads the body, and checks
     that the status is 200 and the body has that length into a buffer allocated once. No
-    header parsing beyond those two fields: what is left is (almost) only server time.
+    header parsing beyond those two fields: what is left is (almost) only server time. The call
+    returns the response (its head and a view of its body in that buffer, valid until the next
+    call) for the check after the timed span.
     """
 
     def __init__(self, port: int, path: str, headers: dict[str, str], body: bytes) -> None:
@@ -79,7 +89,7 @@ class RawClient:
         self._sock.close()
         self._sock = self._connect()
 
-    def __call__(self) -> int:
+    def __call__(self) -> Answer:
         sock, buf = self._sock, self._buffer
         view = memoryview(buf)
         sock.sendall(self._request)
@@ -109,10 +119,89 @@ class RawClient:
             filled += got
         if filled != total:
             raise AssertionError(f"{filled - total} bytes past the body of {length}")
-        return length
+        return Answer(head, view[end + 4 : total])
 
     def close(self) -> None:
         self._sock.close()
+
+
+class Answer:
+    """One HTTP response for the check: its head (lower-cased bytes) and body."""
+
+    def __init__(self, head: bytes, body: bytes | memoryview) -> None:
+        self.head = head
+        self.body = body
+
+    def header_length(self) -> int | None:
+        """The binary extension's Inference-Header-Content-Length (None: a JSON body)."""
+        for line in self.head.split(b"\r\n"):
+            name, _, value = line.partition(b":")
+            if name.strip() == HEADER_LENGTH.encode():
+                return int(value)
+        return None
+
+
+Outputs = dict[str, np.ndarray]
+
+
+class WrongAnswer(AssertionError):
+    """A response whose outputs are not ONNX Runtime's: the run is not a measurement."""
+
+
+def outputs_of(answer: Answer) -> Outputs:
+    """The output tensors of a KServe v2 infer response, JSON or binary-extension body."""
+    body = bytes(answer.body)
+    length = answer.header_length()
+    document = json.loads(body if length is None else body[:length])
+    raw = b"" if length is None else body[length:]
+    at, found = 0, {}
+    for output in document["outputs"]:
+        if output["datatype"] != "FP32":
+            raise WrongAnswer(f"output {output['name']!r} is {output['datatype']}, not FP32")
+        size = (output.get("parameters") or {}).get("binary_data_size")
+        if size is None:
+            array = np.asarray(output["data"], dtype=np.float32)
+        else:
+            array = np.frombuffer(raw, dtype="<f4", count=size // 4, offset=at)
+            at += size
+        found[output["name"]] = array.reshape(output["shape"])
+    if at != len(raw):
+        raise WrongAnswer(f"{len(raw) - at} bytes after the outputs the header declares")
+    return found
+
+
+def compare(got: Outputs, expected: Outputs) -> None:
+    """Raise WrongAnswer unless ``got`` holds ``expected``'s outputs, bit for bit (JSON text
+    too: the agent's orjson writes a float32 as text that reads back as the same float32)."""
+    if set(got) != set(expected):
+        raise WrongAnswer(f"outputs {sorted(got)}, expected {sorted(expected)}")
+    for name, want in expected.items():
+        have = got[name]
+        if have.shape != want.shape:
+            raise WrongAnswer(f"{name} has shape {have.shape}, expected {want.shape}")
+        if not np.array_equal(have, want):
+            worst = float(np.max(np.abs(have.astype(np.float64) - want.astype(np.float64))))
+            raise WrongAnswer(f"{name} differs from ONNX Runtime's (max |diff| {worst:g})")
+
+
+class Checked:
+    """Counts the answers checked per path; the first wrong one raises, naming the request."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def checker(
+        self, path: str, expected: Outputs, decode: Callable[[Any], Outputs]
+    ) -> Callable[[Any], None]:
+        def check(answer: Any) -> None:
+            index = self.counts.get(path, 0)
+            try:
+                compare(decode(answer), expected)
+            except (WrongAnswer, KeyError, ValueError, TypeError) as exc:
+                raise WrongAnswer(f"{path!r}, request {index + 1}: {exc}") from exc
+            self.counts[path] = index + 1
+
+        return check
 
 
 ORT = "ONNX Runtime in-process"
@@ -131,14 +220,17 @@ def serve(path: str, ports: multiprocessing.Queue[int]) -> None:
     threading.Event().wait()
 
 
-def timed(fn: Callable[[], object], n: int) -> list[float]:
+def timed(fn: Callable[[], T], n: int, check: Callable[[T], None]) -> list[float]:
+    """``n`` timed calls (after 10 untimed); every answer, warm-up too, is checked after its
+    timed span ends."""
     for _ in range(10):
-        fn()
+        check(fn())
     out = []
     for _ in range(n):
         t0 = time.perf_counter()
-        fn()
+        answer = fn()
         out.append((time.perf_counter() - t0) * 1000)
+        check(answer)
     return out
 
 
@@ -202,7 +294,7 @@ class ShmClient:
         headers = {"Content-Type": "application/json"}
         self.http = RawClient(port, "/v2/models/m/infer", headers, request)
 
-    def __call__(self) -> int:
+    def __call__(self) -> Answer:
         buf = self.segment.buf
         assert buf is not None
         buf[: len(self._raw)] = self._raw  # the camera writes its frame
@@ -222,6 +314,21 @@ def raw_client(port: int, header: bytes, body: bytes) -> RawClient:
     return RawClient(port, "/v2/models/m/infer", headers, body)
 
 
+def expected_outputs(model: LoadedModel, feeds: dict[str, np.ndarray]) -> Outputs:
+    """ONNX Runtime's answer, computed once before anything is timed."""
+    return {name: np.array(value, copy=True) for name, value in model.infer(feeds).items()}
+
+
+def same_outputs(answer: Outputs) -> Outputs:
+    """An in-process row's answer is already its output tensors."""
+    return answer
+
+
+def httpx_answer(response: httpx.Response) -> Answer:
+    head = "\r\n".join(f"{k}: {v}" for k, v in response.headers.items())
+    return Answer(head.lower().encode(), response.content)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=300)
@@ -235,6 +342,9 @@ def main() -> None:
         model, small = load_ort(path), load_ort(small_path)
         spec = model.inputs[0]
         image = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+        # what every answer must be: ONNX Runtime straight on the same model file and input
+        expected = expected_outputs(model, {spec.name: image})
+        expected_small = expected_outputs(small, {small.inputs[0].name: image})
         ctx = multiprocessing.get_context("spawn")
         agents, agent_ports = [], []
         for served in (path, small_path):
@@ -257,72 +367,92 @@ def main() -> None:
             ShmClient(port, spec.name, image),
             ShmClient(small_port, small.inputs[0].name, image),
         ]
-        with httpx.Client(timeout=60) as client:
+        try:
+            with httpx.Client(timeout=60) as client:
 
-            def via_json() -> None:
-                assert client.post(url, content=json_body, headers=json_headers).status_code == 200
+                def via_json() -> Answer:
+                    r = client.post(url, content=json_body, headers=json_headers)
+                    assert r.status_code == 200
+                    return httpx_answer(r)
 
-            def via_binary() -> None:
-                r = client.post(
-                    url,
-                    content=body,
-                    headers={"Inference-Header-Content-Length": str(len(header))},
-                )
-                assert r.status_code == 200
+                def via_binary() -> Answer:
+                    r = client.post(
+                        url,
+                        content=body,
+                        headers={"Inference-Header-Content-Length": str(len(header))},
+                    )
+                    assert r.status_code == 200
+                    return httpx_answer(r)
 
-            def via_binary_stdlib() -> None:
-                conn.request(
-                    "POST",
-                    "/v2/models/m/infer",
-                    body=body,
-                    headers={
-                        "Inference-Header-Content-Length": str(len(header)),
-                        "Content-Type": "application/octet-stream",
-                    },
-                )
-                response = conn.getresponse()
-                response.read()
-                assert response.status == 200
+                def via_binary_stdlib() -> Answer:
+                    conn.request(
+                        "POST",
+                        "/v2/models/m/infer",
+                        body=body,
+                        headers={
+                            "Inference-Header-Content-Length": str(len(header)),
+                            "Content-Type": "application/octet-stream",
+                        },
+                    )
+                    response = conn.getresponse()
+                    data = response.read()
+                    assert response.status == 200
+                    head = "\r\n".join(f"{k}: {v}" for k, v in response.getheaders())
+                    return Answer(head.lower().encode(), data)
 
-            n = args.requests
-            # name: (call, requests, the in-process row it is compared with)
-            paths: dict[str, tuple[Callable[[], object], int, str]] = {
-                ORT: (lambda: model.infer({spec.name: image}), n, ORT),
-                "agent HTTP, binary tensors, raw socket client": (clients[0], n, ORT),
-                "agent HTTP, binary tensors, http.client": (via_binary_stdlib, n, ORT),
-                BINARY: (via_binary, n, ORT),
-                JSON: (via_json, n, ORT),
-                ORT_SMALL: (lambda: small.infer({small.inputs[0].name: image}), n, ORT_SMALL),
-                "agent HTTP, input in shared memory, raw socket client": (shm_clients[0], n, ORT),
-                "1-op model: agent HTTP, binary tensors, raw socket client": (
-                    clients[1],
-                    n,
-                    ORT_SMALL,
-                ),
-                "1-op model: agent HTTP, input in shared memory, raw socket client": (
-                    shm_clients[1],
-                    n,
-                    ORT_SMALL,
-                ),
-            }
-            # Interleaved rounds: a noisy neighbour slows every path alike, not just one.
-            rows: dict[str, list[float]] = {name: [] for name in paths}
-            for _ in range(args.rounds):
-                for name, (fn, count, _) in paths.items():
-                    # uvicorn closes a connection idle for 5 s (its keep-alive timeout), as
-                    # between a client's turns: each turn starts on a fresh connection.
-                    conn.close()
-                    for c in [*clients, *(s.http for s in shm_clients)]:
-                        c.reconnect()
-                    rows[name] += timed(fn, max(1, count // args.rounds))
-        conn.close()
-        for c in clients:
-            c.close()
-        for shm in shm_clients:
-            shm.close()
-        for agent in agents:
-            agent.kill()
-            agent.join()
+                n = args.requests
+                # name: (call, requests, the in-process row it is compared with)
+                paths: dict[str, tuple[Callable[[], Any], int, str]] = {
+                    ORT: (lambda: model.infer({spec.name: image}), n, ORT),
+                    "agent HTTP, binary tensors, raw socket client": (clients[0], n, ORT),
+                    "agent HTTP, binary tensors, http.client": (via_binary_stdlib, n, ORT),
+                    BINARY: (via_binary, n, ORT),
+                    JSON: (via_json, n, ORT),
+                    ORT_SMALL: (lambda: small.infer({small.inputs[0].name: image}), n, ORT_SMALL),
+                    "agent HTTP, input in shared memory, raw socket client": (
+                        shm_clients[0],
+                        n,
+                        ORT,
+                    ),
+                    "1-op model: agent HTTP, binary tensors, raw socket client": (
+                        clients[1],
+                        n,
+                        ORT_SMALL,
+                    ),
+                    "1-op model: agent HTTP, input in shared memory, raw socket client": (
+                        shm_clients[1],
+                        n,
+                        ORT_SMALL,
+                    ),
+                }
+                checked = Checked()
+                checks = {
+                    name: checked.checker(
+                        name,
+                        expected if base == ORT else expected_small,
+                        same_outputs if name in (ORT, ORT_SMALL) else outputs_of,
+                    )
+                    for name, (_, _, base) in paths.items()
+                }
+                # Interleaved rounds: a noisy neighbour slows every path alike, not just one.
+                rows: dict[str, list[float]] = {name: [] for name in paths}
+                for _ in range(args.rounds):
+                    for name, (fn, count, _) in paths.items():
+                        # uvicorn closes a connection idle for 5 s (its keep-alive timeout), as
+                        # between a client's turns: each turn starts on a fresh connection.
+                        conn.close()
+                        for c in [*clients, *(s.http for s in shm_clients)]:
+                            c.reconnect()
+                        rows[name] += timed(fn, max(1, count // args.rounds), checks[name])
+        finally:
+            conn.close()
+            for c in clients:
+                c.close()
+            for shm in shm_clients:
+                shm.close()
+            for agent in agents:
+                agent.kill()
+                agent.join()
     lines = [
         "| path | p50 ms | p99 ms | added at p50 ms | p50 / in-process |",
         "|---|---|---|---|---|",
@@ -335,6 +465,10 @@ def main() -> None:
     lines.append(
         f"\nJSON tensors p50 / binary tensors p50, same httpx client, same run: "
         f"{json_p50 / binary_p50:.2f}x (goal <= 2x)"
+    )
+    lines.append(
+        f"\nAnswers checked against ONNX Runtime in-process: {sum(checked.counts.values())} "
+        f"responses (warm-up included), every one bit for bit equal."
     )
     text = "\n".join(lines)
     print(text)

@@ -1,6 +1,6 @@
 """The TensorRT host's activation arena (agent/trt_host/arena.py) on a real NVIDIA GPU.
 
-Moved from tests/gpu/test_cuda_arena.py with the arena (issue 15): same intent, now over the
+Moved from tests/gpu/test_cuda_arena.py with the arena: same intent, now over the
 host's ctypes libcudart binding. Marked ``gpu``: skips with the reason where libcudart or a
 device is missing. No TensorRT needed.
 """

@@ -1,11 +1,11 @@
 """Jetson health from jetson-stats' root service (``jtop``), when it runs.
 
-Used only when ``jtop`` imports AND its service socket exists, because ``jtop()`` waits on a
-missing service before it raises (tensorrt-notes.md §4.3). One connection is kept open between
-samples; it is dropped on the first error and opened again on the next ``collect``. jtop's
-units are converted to the sysfs collector's: ``memory['RAM']`` is in KiB, ``lfb`` counts 4 MiB
-blocks, power is in mW and temperatures in °C (-256 when offline). Only the first ``collect``
-waits for a sample (``ok()``); later ones read the latest without blocking (``ok(spin=True)``).
+Used only when ``jtop`` imports AND its service socket exists, because ``jtop()`` waits on a missing
+service before it raises (docs/tensorrt.md#jtop-jetson-stats). One connection is kept open between
+samples; it is dropped on the first error and opened again on the next ``collect``. jtop's units are
+converted to the sysfs collector's: ``memory['RAM']`` is in KiB, ``lfb`` counts 4 MiB blocks, power
+is in mW and temperatures in °C (-256 when offline). Only the first ``collect`` waits for a sample
+(``ok()``); later ones read the latest without blocking (``ok(spin=True)``).
 """
 
 from __future__ import annotations
@@ -54,9 +54,24 @@ def _kib(value: Any) -> int | None:
     return int(number * 1024) if number is not None else None
 
 
+def _mapping(value: Any) -> dict[Any, Any]:
+    """A jtop property as a dict. ``power`` and ``temperature`` are dicts, but ``gpu`` and
+    ``memory`` are jetson-stats' ``GenericInterface`` objects: read like a dict (``items``,
+    ``get``), not ``dict`` instances."""
+    if isinstance(value, dict):
+        return value
+    items = getattr(value, "items", None)
+    if not callable(items):
+        return {}
+    try:
+        return dict(items())
+    except (TypeError, ValueError):
+        return {}
+
+
 def readings_from_jtop(jetson: Any) -> JtopReadings:
-    """Map a started ``jtop`` object's properties (tensorrt-notes.md §4.2) onto readings."""
-    gpus = jetson.gpu if isinstance(jetson.gpu, dict) else {}
+    """Map a started ``jtop``'s properties (docs/tensorrt.md#jtop-jetson-stats) onto readings."""
+    gpus = _mapping(jetson.gpu)
     load = next(
         (
             _float(gpu.get("status", {}).get("load"))
@@ -67,13 +82,13 @@ def readings_from_jtop(jetson: Any) -> JtopReadings:
     )
     temperatures = {
         str(name).lower(): float(reading["temp"])
-        for name, reading in (jetson.temperature or {}).items()
+        for name, reading in _mapping(jetson.temperature).items()
         if isinstance(reading, dict)
         and reading.get("online", True)
         and _float(reading.get("temp")) is not None
         and float(reading["temp"]) > OFFLINE_TEMP_C
     }
-    power = jetson.power if isinstance(jetson.power, dict) else {}
+    power = _mapping(jetson.power)
     rails = tuple(
         RailReading(
             name=str(name),
@@ -85,7 +100,7 @@ def readings_from_jtop(jetson: Any) -> JtopReadings:
         if isinstance(rail, dict) and rail.get("online", True)
     )
     total = power.get("tot")
-    ram = (jetson.memory or {}).get("RAM", {}) if isinstance(jetson.memory, dict) else {}
+    ram = _mapping(_mapping(jetson.memory).get("RAM"))
     lfb = _float(ram.get("lfb"))
     nvp = jetson.nvpmodel
     clocks = jetson.jetson_clocks

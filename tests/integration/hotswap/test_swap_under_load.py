@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
+from agent.runtimes.base import LoadedModel, TensorSpec
 from agent.runtimes.ort import load_ort
 from agent.serving.app import create_app
 from agent.serving.core import ModelRegistry
@@ -24,7 +27,9 @@ from agent.telemetry.metrics import Metrics
 from controller.analysis.reference_outputs import reference_npz
 from controller.demo.sample_models import anomaly, classifier
 from tests.conftest import free_port
+from tests.integration.controller.conftest import poll
 
+WAIT_S = 30.0
 BODY = {"inputs": [{"name": "image", "shape": [1, 3, 32, 32], "datatype": "FP32",
                     "data": [0.5] * 3072}]}  # fmt: skip
 
@@ -115,6 +120,127 @@ def test_warm_swaps_under_load_fail_no_request_and_leave_other_models_alone(rig:
         'fallback="false"} 1'
     ) in metrics
     assert 'jetfleet_swap_memory_bytes{model="classifier",when="after",kind="rss"}' in metrics
+
+
+class HeldModel:
+    """A candidate's real ONNX Runtime model with a gate the test controls: while ``hold`` is
+    set, an inference signals ``entered`` and waits for ``release`` before the model runs it.
+    It notes whether ``close`` came while a request was inside."""
+
+    def __init__(self, inner: LoadedModel) -> None:
+        self.inner = inner
+        self.hold = threading.Event()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.inside = 0
+        self.closed = False
+        self.closed_with_a_request_inside = False
+
+    @property
+    def inputs(self) -> Sequence[TensorSpec]:
+        return self.inner.inputs
+
+    @property
+    def outputs(self) -> Sequence[TensorSpec]:
+        return self.inner.outputs
+
+    def infer(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.inside += 1
+        try:
+            if self.hold.is_set():
+                self.entered.set()
+                assert self.release.wait(WAIT_S), "the test never released the request"
+            return self.inner.infer(feeds)
+        finally:
+            self.inside -= 1
+
+    def close(self) -> None:
+        self.closed_with_a_request_inside |= self.inside > 0
+        self.closed = True
+        self.inner.close()
+
+
+def ort_outputs(data: bytes, tmp: Path) -> dict[str, np.ndarray]:
+    """What ONNX Runtime answers for BODY, straight from the model file."""
+    path = tmp / "expected.onnx"
+    path.write_bytes(data)
+    model = load_ort(path)
+    try:
+        feeds = {
+            i["name"]: np.asarray(i["data"], dtype=np.float32).reshape(i["shape"])
+            for i in BODY["inputs"]
+        }
+        return model.infer(feeds)
+    finally:
+        model.close()
+
+
+def test_a_request_inside_the_old_engine_finishes_on_it_after_the_swap_began(rig: Rig) -> None:
+    """Close without drain, made deterministic: a request is held inside version 1 while the
+    swap to version 2 switches; the old engine is not closed before that request leaves it, the
+    request answers with version 1's outputs, and new requests go to version 2 meanwhile."""
+    first = rig.candidate("classifier", "1", classifier(seed=1))
+    held: list[HeldModel] = []
+
+    def load_held() -> LoadedModel:
+        held.append(HeldModel(first.load()))
+        return held[-1]
+
+    rig.swapper.swap(dataclasses.replace(first, load=load_held))
+    [old_model] = held
+    old_entry = rig.registry.get("classifier")
+    assert old_entry is not None
+    expected = ort_outputs(classifier(seed=1), rig.tmp)
+
+    answers: list[httpx.Response] = []
+    old_model.hold.set()
+    request = threading.Thread(
+        target=lambda: answers.append(
+            httpx.post(f"{rig.url}/v2/models/classifier/infer", json=BODY, timeout=WAIT_S)
+        )
+    )
+    request.start()
+    swap = threading.Thread(
+        target=rig.swapper.swap, args=(rig.candidate("classifier", "2", classifier(seed=2)),)
+    )
+    try:
+        assert old_model.entered.wait(WAIT_S), "the request never reached version 1"
+        assert old_entry.inflight == 1
+        swap.start()
+        poll(
+            lambda: rig.registry.versions().get("classifier") == "2",
+            WAIT_S,
+            "the swap to switch to version 2",
+        )
+        # Past the switch the swap either drains (drain() marks the entry retired, then waits
+        # for the request) or closes the old engine: wait until it did one of the two.
+        poll(
+            lambda: old_entry._retired or old_model.closed,
+            WAIT_S,
+            "the swap to drain or close version 1",
+        )
+        assert not old_model.closed, "version 1 was closed with a request inside it"
+        assert swap.is_alive(), "the swap finished while a request was inside version 1"
+        fresh = httpx.post(f"{rig.url}/v2/models/classifier/infer", json=BODY, timeout=WAIT_S)
+        assert fresh.status_code == 200, fresh.text
+        assert fresh.json()["model_version"] == "2"
+    finally:
+        old_model.release.set()
+        request.join(WAIT_S)
+        if swap.ident is not None:
+            swap.join(WAIT_S)
+    assert not swap.is_alive()
+    [answer] = answers
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["model_version"] == "1"
+    assert {o["name"] for o in body["outputs"]} == set(expected)
+    for output in body["outputs"]:
+        got = np.asarray(output["data"], dtype=np.float32).reshape(output["shape"])
+        np.testing.assert_allclose(got, expected[output["name"]], rtol=1e-6, atol=0)
+    assert old_model.closed, "version 1 is closed once drained"
+    assert not old_model.closed_with_a_request_inside
+    assert rig.registry.versions()["classifier"] == "2"
 
 
 def test_cold_swaps_hold_requests_instead_of_failing_them(tmp_path: Path) -> None:

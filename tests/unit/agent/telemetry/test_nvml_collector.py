@@ -1,160 +1,108 @@
-"""The NVML collector against a stand-in ``pynvml`` shaped like nvidia-ml-py.
+"""NVML readings into the telemetry sample: the pure part, on plain values.
 
-The real library needs an NVIDIA driver (tests/gpu/test_nvml_collector.py runs it there); this
-stand-in keeps its conventions: ``NVMLError`` subclasses per code, init/shutdown reference
-counting, handles by index, milliwatts and bytes.
+The collector itself talks to the real NVML, on a GPU host only (tests/gpu/test_nvml_collector.py:
+every GPU against NVML's own answers, nvmlInit/nvmlShutdown paired across samples). Here only
+what needs no NVML: readings as the collector builds them, turned into the sample's figures, and
+the reason given where nvidia-ml-py is not installed.
 """
 
 from __future__ import annotations
 
 import sys
-import types
 from typing import Any
 
 import pytest
 
-from agent.telemetry.collectors.nvml_collector import NvmlCollector
+from agent.telemetry.collectors.health import HealthReadings
+from agent.telemetry.collectors.nvml_collector import GpuReading, NvmlCollector, NvmlReadings
+
+GIB = 2**30
 
 
-class NVMLError(Exception):
-    pass
+def h100(index: int, **values: Any) -> GpuReading:
+    """A reading shaped as the collector makes it (percent, bytes, °C, mW, MHz)."""
+    reading: dict[str, Any] = {
+        "index": index,
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": f"GPU-{index:08d}-0000-0000-0000-000000000000",
+        "utilization_percent": 87.0,
+        "memory_used_bytes": 12 * GIB,
+        "memory_total_bytes": 80 * GIB,
+        "temperature_c": 41.0,
+        "power_draw_mw": 310_000,
+        "sm_clock_mhz": 1980,
+    }
+    reading.update(values)
+    return GpuReading(**reading)
 
 
-class NVMLError_NotSupported(NVMLError):
-    pass
+def sample(readings: NvmlReadings) -> dict[str, Any]:
+    return HealthReadings(nvml=readings).telemetry_fields()
 
 
-class NVMLError_DriverNotLoaded(NVMLError):
-    pass
+def test_every_gpu_counts_in_the_sample() -> None:
+    fields = sample(
+        NvmlReadings(
+            available=True,
+            gpus=(
+                h100(0),
+                h100(1, utilization_percent=13.0, temperature_c=44.0, power_draw_mw=120_500),
+            ),
+        )
+    )
+    assert fields["gpu_load_percent"] == pytest.approx((87.0 + 13.0) / 2)
+    assert fields["gpu_memory_used_bytes"] == 24 * GIB
+    assert fields["gpu_memory_total_bytes"] == 160 * GIB
+    assert fields["temperatures_c"] == {"gpu0": 41.0, "gpu1": 44.0}
+    assert fields["temperature_max_c"] == 44.0
+    assert fields["power_mw"] == 430_500.0
+    assert fields["sources_absent"] == {}
 
 
-class NVMLError_GpuIsLost(NVMLError):
-    pass
+def test_a_query_a_gpu_does_not_support_is_left_out_not_counted_as_zero() -> None:
+    fields = sample(
+        NvmlReadings(
+            available=True,
+            gpus=(
+                h100(0, utilization_percent=None, power_draw_mw=None, temperature_c=None),
+                h100(1, utilization_percent=40.0, power_draw_mw=200_000),
+            ),
+        )
+    )
+    assert fields["gpu_load_percent"] == pytest.approx(40.0)
+    assert fields["power_mw"] == 200_000.0
+    assert fields["temperatures_c"] == {"gpu1": 41.0}
 
 
-class Util:
-    gpu = 87
-    memory = 40
+def test_a_gpu_answering_nothing_gives_no_figures() -> None:
+    silent = h100(
+        0,
+        utilization_percent=None,
+        memory_used_bytes=None,
+        memory_total_bytes=None,
+        temperature_c=None,
+        power_draw_mw=None,
+        sm_clock_mhz=None,
+    )
+    fields = sample(NvmlReadings(available=True, gpus=(silent,)))
+    for name in ("gpu_load_percent", "gpu_memory_used_bytes", "gpu_memory_total_bytes"):
+        assert fields[name] is None, name
+    assert fields["power_mw"] is None
+    assert fields["temperatures_c"] == {}
+    assert fields["temperature_max_c"] is None
 
 
-class Mem:
-    total = 80 * 2**30
-    used = 12 * 2**30
-    free = total - used
-
-
-def make_nvml(count: int = 2, power_supported: bool = True) -> Any:
-    m = types.ModuleType("pynvml")
-    state: dict[str, Any] = {"inits": 0, "fail_init": None, "lost": False}
-    m.state = state  # type: ignore[attr-defined]
-    m.NVMLError = NVMLError  # type: ignore[attr-defined]
-    m.NVMLError_NotSupported = NVMLError_NotSupported  # type: ignore[attr-defined]
-    m.NVML_TEMPERATURE_GPU = 0  # type: ignore[attr-defined]
-    m.NVML_CLOCK_SM = 1  # type: ignore[attr-defined]
-
-    def init() -> None:
-        if state["fail_init"]:
-            raise state["fail_init"]
-        state["inits"] += 1
-
-    def shutdown() -> None:
-        state["inits"] -= 1
-
-    def need_init() -> None:
-        if state["inits"] < 1:
-            raise NVMLError("Uninitialized")
-        if state["lost"]:
-            raise NVMLError_GpuIsLost("GPU is lost")
-
-    def count_() -> int:
-        need_init()
-        return count
-
-    def handle(i: int) -> int:
-        need_init()
-        return i
-
-    def power(h: int) -> int:
-        if not power_supported:
-            raise NVMLError_NotSupported("Not Supported")
-        return 310_000 + h
-
-    m.nvmlInit = init  # type: ignore[attr-defined]
-    m.nvmlShutdown = shutdown  # type: ignore[attr-defined]
-    m.nvmlDeviceGetCount = count_  # type: ignore[attr-defined]
-    m.nvmlDeviceGetHandleByIndex = handle  # type: ignore[attr-defined]
-    m.nvmlDeviceGetName = lambda h: f"NVIDIA H200 #{h}"  # type: ignore[attr-defined]
-    m.nvmlDeviceGetUUID = lambda h: f"GPU-{h:08d}"  # type: ignore[attr-defined]
-    m.nvmlDeviceGetUtilizationRates = lambda h: Util()  # type: ignore[attr-defined]
-    m.nvmlDeviceGetMemoryInfo = lambda h: Mem()  # type: ignore[attr-defined]
-    m.nvmlDeviceGetTemperature = lambda h, sensor: 41 + h  # type: ignore[attr-defined]
-    m.nvmlDeviceGetPowerUsage = power  # type: ignore[attr-defined]
-    m.nvmlDeviceGetClockInfo = lambda h, clock: 1980  # type: ignore[attr-defined]
-    return m
-
-
-@pytest.fixture
-def nvml(monkeypatch: pytest.MonkeyPatch) -> Any:
-    module = make_nvml()
-    monkeypatch.setitem(sys.modules, "pynvml", module)
-    return module
-
-
-def test_every_gpu_is_read(nvml: Any) -> None:
-    collector = NvmlCollector()
-    r = collector.collect()
-    assert r.available, r.reason
-    assert [g.name for g in r.gpus] == ["NVIDIA H200 #0", "NVIDIA H200 #1"]
-    first = r.gpus[0]
-    assert first.utilization_percent == 87
-    assert (first.memory_used_bytes, first.memory_total_bytes) == (Mem.used, Mem.total)
-    assert (first.temperature_c, first.power_draw_mw, first.sm_clock_mhz) == (41, 310_000, 1980)
-    collector.close()
-    assert nvml.state["inits"] == 0, "every nvmlInit is paired with one nvmlShutdown"
-
-
-def test_nvml_is_initialised_once_for_many_samples(nvml: Any) -> None:
-    collector = NvmlCollector()
-    collector.collect()
-    collector.collect()
-    assert nvml.state["inits"] == 1
-    collector.close()
-    collector.close()
-    assert nvml.state["inits"] == 0
-
-
-def test_unsupported_queries_are_none_not_failures(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", make_nvml(power_supported=False))
-    r = NvmlCollector().collect()
-    assert r.available
-    assert all(g.power_draw_mw is None for g in r.gpus)
-    assert all(g.temperature_c is not None for g in r.gpus)
-
-
-def test_no_driver_is_reported_with_nvmls_words(nvml: Any) -> None:
-    nvml.state["fail_init"] = NVMLError_DriverNotLoaded("Driver Not Loaded")
-    r = NvmlCollector().collect()
-    assert not r.available
-    assert r.reason is not None
-    assert "Driver Not Loaded" in r.reason
-
-
-def test_a_lost_gpu_drops_the_session_and_the_next_sample_starts_over(nvml: Any) -> None:
-    collector = NvmlCollector()
-    assert collector.collect().available
-    nvml.state["lost"] = True
-    lost = collector.collect()
-    assert not lost.available
-    assert lost.reason is not None
-    assert "GPU is lost" in lost.reason
-    assert nvml.state["inits"] == 0
-    nvml.state["lost"] = False
-    assert collector.collect().available
-    collector.close()
+def test_nvml_absent_gives_no_gpu_figures_and_says_why() -> None:
+    reason = "NVML unavailable (Driver Not Loaded); expected on a Jetson"
+    fields = sample(NvmlReadings(available=False, reason=reason))
+    assert fields["gpu_load_percent"] is None
+    assert fields["gpu_memory_total_bytes"] is None
+    assert fields["power_mw"] is None
+    assert fields["sources_absent"] == {"nvml": reason}
 
 
 def test_without_nvidia_ml_py_the_reason_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml raises ImportError
     r = NvmlCollector().collect()
     assert not r.available
     assert r.reason is not None
