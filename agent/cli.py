@@ -14,6 +14,7 @@ from agent.hardware.facts import probe
 from agent.link.enrolment import enroll
 from agent.service.doctor import doctor
 from agent.service.logging_setup import configure_logging
+from agent.service.self_check import self_check_command
 from agent.settings import AgentSettings, load_settings
 
 CONFIG_OPTION = click.option(
@@ -131,6 +132,7 @@ def enroll_command(
 
 
 cli.add_command(doctor)
+cli.add_command(self_check_command)
 
 
 def main() -> None:

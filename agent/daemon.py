@@ -12,7 +12,8 @@ only read the registry and the readiness flag; the telemetry thread (:mod:`agent
 only samples, so a long engine build on the loop never stops telemetry. Telemetry and events
 leave through the disk spool (:mod:`agent.link.outbox`), so a broker outage delays them but loses
 none; systemd hears READY, STATUS and watchdog pings through :mod:`agent.service.lifecycle`;
-power-mode handling lives in :mod:`agent.jobs.power_facts`.
+power-mode handling lives in :mod:`agent.jobs.power_facts`; the document's agent release order
+goes to :mod:`agent.update.updates`, which may end the loop to re-execute into a new release.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from agent.telemetry.collectors.inference import HistogramMetrics, InferenceColl
 from agent.telemetry.loop import TelemetryLoop
 from agent.trust.store import TrustStore
 from agent.trust.verifier import ArtifactVerifier
+from agent.update.updates import AgentUpdates
 from shared.facts import DeviceFacts
 from shared.messages import DesiredState, ReportedState
 from shared.topics import Topics
@@ -167,6 +169,15 @@ class AgentDaemon:
             shared_memory=self.shared_memory,
         )
         self._server = ServingServer(app, host, port)
+        self.updates = AgentUpdates(
+            settings,
+            self._version,
+            facts.jetson.jetpack if facts.jetson else None,
+            self.verifier,
+            self._events,
+            listening=lambda: self._server.socket,
+            stopping=lambda: self._stopping,
+        )
         self.jobs = JobRunner(
             JobHost(
                 runtime,
@@ -218,6 +229,7 @@ class AgentDaemon:
             self._server.start()
             self.service.serving()
             log.info("serving KServe v2 on %s", self.serve_url)
+            self.updates.resume()
             kept = load_desired(self._state_dir)
             if kept is not None and kept.device_id == self._device_id:
                 log.info(
@@ -236,7 +248,7 @@ class AgentDaemon:
             )
             telemetry.start()
             self._loop()
-            self.service.stopping("stopping: finishing requests, publishing offline status")
+            self.updates.stopping(self.service)  # STOPPING=1, or RELOADING=1 for a restart
         finally:
             if telemetry is not None:
                 telemetry.stop()
@@ -288,6 +300,10 @@ class AgentDaemon:
             self._kept.retry()
             if self._next_retry is not None and time.monotonic() >= self._next_retry:
                 self._reconcile()
+            if self.updates.tick(self._link.connected, self.slots.statuses()):
+                self._stopping = True  # a new release is in place: restart into it
+            if self.updates.take_changed():
+                self._update()
             if self._tuning.due() and self._tuning.refresh():
                 # The power mode changed by itself: report it, then retune what no longer matches.
                 self.slots.mark_tuning(tuning_tag(self._tuning.facts))
@@ -314,6 +330,7 @@ class AgentDaemon:
         self.slots.accept(desired)
         self.verifier.follow_rotation(desired)
         self.jobs.submit(desired.jobs)
+        self.updates.order(desired.agent)
         log.info("desired generation %d: %d slot(s)", desired.generation, len(desired.slots))
         self._reconcile()
 
@@ -346,6 +363,7 @@ class AgentDaemon:
             facts=self._tuning.facts,
             serve_url=self.serve_url,
             agent_version=self._version,
+            agent_update=self.updates.status,
         )
 
 
@@ -366,3 +384,4 @@ def run_agent(settings: AgentSettings) -> None:
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
     daemon.run()
+    daemon.updates.restart_if_due()  # execv of the launcher when a new release was switched in

@@ -116,7 +116,7 @@ def table(rows: list[tuple[str, float, float, float, float]], requests: int) -> 
         "",
         *row_lines(rows, "in-process"),
         "",
-        "Goal (issue 15): <= 0.3 ms added at p50 over shared memory.",
+        "Goal: <= 0.3 ms added at p50 over shared memory.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -1,5 +1,5 @@
 """The model-family table per TensorRT release, from what ``tests/tensorrt/test_model_families.py``
-recorded on the GPU test host (issue 30, item 4).
+recorded on the GPU test host.
 
 That test appends one JSON line per model to ``$JETFLEET_FAMILY_RESULTS``: the release, whether
 the agent served it on TensorRT (``built``) or fell back to ONNX Runtime (``fell_back``, with

@@ -1,4 +1,4 @@
-"""Scale-out bench (issue 17 item 4): R controller replicas on PostgreSQL and their own Mosquitto,
+"""Scale-out bench: R controller replicas on PostgreSQL and their own Mosquitto,
 N lightweight simulated gateways with per-device credentials, rollouts in waves, the rollout
 leader killed with -9 in the middle of one.
 

@@ -1,4 +1,4 @@
-"""Soak and chaos bench (issue 18): a real fleet under a seeded fault schedule for M minutes.
+"""Soak and chaos bench: a real fleet under a seeded fault schedule for M minutes.
 
 Its own Mosquitto (restarted, taken down), its own PostgreSQL cluster (initdb in the work
 directory, a free port on 127.0.0.1; stopped and started again; removed at the end),
@@ -52,7 +52,7 @@ def main() -> None:
     text = outcome.text()
     print(text)
     short = (
-        f"**This is a {args.minutes:g}-minute run, not the 30-minute run issue 18 asks for.**\n\n"
+        f"**This is a {args.minutes:g}-minute run, not the 30-minute run the goals ask for.**\n\n"
         if args.minutes < 30
         else ""
     )

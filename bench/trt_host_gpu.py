@@ -1,7 +1,7 @@
 """TensorRT through the agent's TensorRT host versus TensorRT called directly, on a real GPU.
 
 Needs a machine where this interpreter imports ``tensorrt`` and a CUDA device answers (the H200
-test host with ../shared/tools/trt-h200 gives TensorRT 8.5.2 or 8.6.0; a Jetson with JetPack's
+test host with a TensorRT from PyPI gives 8.5.2 or 8.6.0; a Jetson with JetPack's
 python3-libnvinfer). One plan per row is built once (cuBLAS/cuDNN tactic sources off, as on the
 H200 host), then run two ways with the same input, alternating in blocks of 100 requests so drift
 on a shared machine hits both:
@@ -13,7 +13,7 @@ on a shared machine hits both:
   plan on its arena lane and answers with one frame; the agent copies the outputs out.
 
 Outputs of the two paths are compared (equal to 1e-5) before timing. Reported per row: p50/p99 of
-each path, what the host adds at p50/p99 and the p50 ratio. Goal (issue 15): <= 0.3 ms added at
+each path, what the host adds at p50/p99 and the p50 ratio. Goal: <= 0.3 ms added at
 p50, as for the CPU transport (bench/host_overhead.py).
 
 Usage: ``JETFLEET_TENSORRT_PYTHON=$(command -v python3) python -m bench.trt_host_gpu
@@ -115,7 +115,7 @@ def table(version: str, device: str, rows: list[Row], requests: int) -> str:
         "",
         *row_lines(rows, "direct"),
         "",
-        "Goal (issue 15): <= 0.3 ms added at p50.",
+        "Goal: <= 0.3 ms added at p50.",
     ]
     return "\n".join(lines) + "\n"
 

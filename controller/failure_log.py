@@ -1,7 +1,7 @@
 """One log line per outage for a loop that fails every tick (a database restarting).
 
 The rollout loop ticks four times a second and the job loop once a second; while PostgreSQL
-restarted for 15 s they wrote 60 and 8 identical ERROR lines (soak, issue 18). A
+restarted for 15 s they wrote 60 and 8 identical ERROR lines (the soak bench). A
 :class:`FailureLog` writes the first failure at ERROR, then at most one WARNING per
 ``every_s`` with how many ticks failed since, and one INFO line when a tick succeeds again,
 saying how long the failures lasted. Pure apart from the logger and the injected clock.

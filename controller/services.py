@@ -9,6 +9,7 @@ from controller.artifacts.store import ArtifactStore
 from controller.auth.service import AccessControl
 from controller.db.repository import Repository
 from controller.db.telemetry_store import TelemetryStore
+from controller.fleet.agent_releases import AgentReleases
 from controller.fleet.catalog import Catalog
 from controller.fleet.configs import Configs
 from controller.fleet.deployments import Fleet
@@ -37,19 +38,21 @@ class Services:
     broker_label: str
     """The broker URL the controller is connected to."""
     telemetry: TelemetryStore | None = None
-    """Telemetry reads, rollups and retention (issue 6); None when wired without it."""
+    """Telemetry reads, rollups and retention; None when wired without it."""
     batcher: IngestBatcher | None = None
-    """The batched telemetry writer (issue 6)."""
+    """The batched telemetry writer."""
     rollouts: RolloutService | None = None
-    """Rollouts in waves (issue 5); None when wired without the rollout loop."""
+    """Rollouts in waves; None when wired without the rollout loop."""
     jobs: JobService | None = None
-    """On-device profiling and tuning jobs (issue 8); None when wired without them."""
+    """On-device profiling and tuning jobs; None when wired without them."""
     access: AccessControl | None = None
-    """API tokens, roles and the audit log (issue 7); None serves the API without checks."""
+    """API tokens, roles and the audit log; None serves the API without checks."""
     enrolment: EnrolmentService | None = None
-    """Device enrolment, identities and revocation (issue 7); None without it."""
+    """Device enrolment, identities and revocation; None without it."""
     enrol_limiter: SharedRateLimiter | None = None
-    """The enrolment rate limit kept in the database, shared by every replica (issue 17);
+    """The enrolment rate limit kept in the database, shared by every replica;
     None: one kept in this process's memory."""
     health: HealthThresholds = field(default_factory=HealthThresholds)
     """When devices count as degraded or offline (``Settings.health``)."""
+    agent_releases: AgentReleases | None = None
+    """Agent releases pushed to the fleet; None when wired without them."""

@@ -172,7 +172,7 @@ class Settings:
     public_broker_url: str | None = None
     """Broker URL handed to enrolling devices; None: the URL the controller itself uses."""
     auth_required: bool = True
-    """Every API request needs a bearer token (issue 7); False only for throwaway set-ups."""
+    """Every API request needs a bearer token; False only for throwaway set-ups."""
     tls_cert_file: Path | None = None
     """Serve HTTPS with this certificate (PEM) and ``tls_key_file``; None serves plain HTTP."""
     tls_key_file: Path | None = None

@@ -41,7 +41,7 @@ AgentUpdatePhase = Literal[
     "verifying",  # checking the signature and the release's own metadata
     "unpacking",  # into a new release directory beside the running one
     "checking",  # the new release's self-check (it starts, finds its TensorRT host, reads config)
-    "switching",  # the `current` link is being moved (by the root-owned switcher)
+    "switching",  # the `current` link is being moved (by the agent itself: no root needed)
     "restarting",  # the service restarts into the new release
     "confirming",  # the new release runs; it confirms once connected and serving
     "confirmed",  # the new release confirmed health: the update is done

@@ -1,4 +1,4 @@
-"""Default shape profiles (issue 30, item 2): a dynamic input whose config has no profile for it
+"""Default shape profiles: a dynamic input whose config has no profile for it
 gets one from the shapes its model version was pushed with.
 
 TensorRT builds a model with a dynamic dimension only with an optimisation profile for that input

@@ -1,11 +1,11 @@
 """Delegate config: how one model is handed to the accelerator on one device.
 
-The knobs follow DOMAIN.md and trtexec: precision (or strong typing), DLA core and GPU fallback,
-workspace, builder optimisation level, shape profiles, auxiliary streams, execution contexts,
-timing cache, INT8 calibration cache, power mode and clocks, a serving preference, and the ONNX
-Runtime options for the CPU/GPU-EP path. :func:`check_config` finds the mistakes that can be
-found before a build (pure; the controller calls it with the model's inputs and the device's DLA
-count).
+The knobs follow trtexec and the GPU delegates operators know
+(docs/tensorrt.md#delegate-config-knobs): precision (or strong typing), DLA core and GPU fallback,
+workspace, builder optimisation level, shape profiles, auxiliary streams, execution contexts, timing
+cache, INT8 calibration cache, power mode and clocks, a serving preference, and the ONNX Runtime
+options for the CPU/GPU-EP path. :func:`check_config` finds the mistakes that can be found before a
+build (pure; the controller calls it with the model's inputs and the device's DLA count).
 """
 
 from __future__ import annotations

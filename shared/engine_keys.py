@@ -1,4 +1,6 @@
-"""Engine identity (ARCHITECTURE.md §4): validity key, content key, tuning tag, engine key.
+"""Engine identity: validity key, content key, tuning tag, engine key.
+
+Why each part is there: docs/architecture.md#engine-identity.
 
 - **validity**: where a built engine can run at all (runtime version, platform, GPU identity,
   CUDA major, DLA core). A mismatch means the engine must not be loaded.
@@ -78,6 +80,12 @@ class ContentKey(_Key):
             build_config=build,
             calibration_sha256=calibration_sha256 or config.calibration_cache_sha256,
         )
+
+
+MAX_TUNING = 128
+TUNING_PATTERN = rf"^[ -~]{{1,{MAX_TUNING}}}$"
+"""A tuning tag (:meth:`TuningTag.label`: ``15W``, ``MAXN+clocks``, ``default``): 1 to
+:data:`MAX_TUNING` printable ASCII characters, as the controller checks and its API declares."""
 
 
 class TuningTag(_Key):

@@ -16,8 +16,9 @@ TensorRT fleet would. On real hardware the class adds nothing the host does not 
 the only cost is that two CPU hosts of different classes do not share ORT engines.
 
 **TensorRT.** Validity is the full TensorRT version, the platform (``linux-aarch64-tegra`` on a
-Jetson), compute capability, SM count, device memory in MiB, device name (the Jetson part number
-or the dGPU name), CUDA major and the DLA core of the config (tensorrt-notes.md §1.6).
+Jetson), compute capability, SM count, device memory in MiB, device name (the Jetson part number or
+the dGPU name), CUDA major and the DLA core of the config
+(docs/tensorrt.md#what-an-engine-is-tied-to).
 
 The providers and the DLA core are the build's choice (the delegate config); every other field
 comes from the facts.

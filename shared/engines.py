@@ -12,8 +12,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.engine_keys import ContentKey, TuningTag, ValidityKey
+from shared.engine_keys import MAX_TUNING, TUNING_PATTERN, ContentKey, TuningTag, ValidityKey
 from shared.manifests import SignedManifest
+from shared.topics import DEVICE_ID_PATTERN
 
 SHA256 = r"^[0-9a-f]{64}$"
 
@@ -44,12 +45,13 @@ class EngineManifest(_Wire):
 class LeaseRequest(_Wire):
     """POST /api/v1/engines/{key}/lease: ask to be the one device that builds ``key``."""
 
-    device_id: str
+    device_id: str = Field(json_schema_extra={"pattern": DEVICE_ID_PATTERN})
     ttl_s: float = Field(default=600, gt=0, le=24 * 3600, description="Lease lifetime.")
     tuning: str = Field(
         default="default",
         min_length=1,
-        max_length=128,
+        max_length=MAX_TUNING,
+        json_schema_extra={"pattern": TUNING_PATTERN},
         description="The tuning tag (TuningTag.label()) the caller builds under: one lease per "
         "(engine key, tuning), so twins in each power mode wait for one build of their own.",
     )
@@ -74,7 +76,7 @@ class ArtifactOut(_Wire):
 
 class BuildFailure(_Wire):
     """PUT /api/v1/engines/{key}/failure: TensorRT could not build ``key`` on a device, for
-    reasons of the model (issue 30). Twins of that device then serve the version on ONNX Runtime
+    reasons of the model. Twins of that device then serve the version on ONNX Runtime
     at once instead of repeating a build that fails (minutes to hours on a Jetson). The key names
     the TensorRT release and the build config, so a new release or config is a new key."""
 

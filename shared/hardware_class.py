@@ -12,6 +12,9 @@ from shared.facts import DeviceFacts
 
 _SLUG = re.compile(r"[^a-z0-9]+")
 
+HARDWARE_CLASS_PATTERN = r"^[a-z0-9][a-z0-9._/-]{0,127}$"
+"""What a hardware class name may be (``jetson-orin-nano-8gb/jp6.2``, ``cpu-x86_64``)."""
+
 
 def slug(text: str) -> str:
     """Lower-case, dash-separated: ``'Jetson Orin Nano 8GB'`` → ``'jetson-orin-nano-8gb'``."""

@@ -1,4 +1,4 @@
-"""Signed artifact metadata (issue 7): manifests, rollback authorisations, key endorsements.
+"""Signed artifact metadata: manifests, rollback authorisations, key endorsements.
 
 The controller signs, the agent verifies; both sign and verify the canonical JSON bytes
 (:func:`shared.canonical.canonical_json`) of the statement, whose ``schema`` field names its

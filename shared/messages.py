@@ -1,4 +1,6 @@
-"""Wire messages: one versioned pydantic model per MQTT payload (ARCHITECTURE.md §3).
+"""Wire messages: one versioned pydantic model per MQTT payload.
+
+The topics and who publishes what: docs/architecture.md#the-wire-contract.
 
 Here: desired, reported, event and status. The facts a reported document carries are in
 :mod:`shared.facts`, the telemetry sample in :mod:`shared.telemetry`, their base and patterns in

@@ -1,7 +1,7 @@
 """The layout of a reference-outputs NPZ, checked from its ZIP directory and ``.npy`` headers.
 
 An NPZ is a ZIP of ``.npy`` members. ``np.load`` inflates a member whole into an array of the
-size its header declares, so a 778 KB upload can ask for 800 MB (issue 19); with
+size its header declares, so a 778 KB upload can ask for 800 MB (a probe did); with
 ``allow_pickle`` it also unpickles object arrays. :func:`read_layout` reads only the ZIP's central
 directory (each member's declared uncompressed size) and the first bytes of each member (its
 ``.npy`` header), and refuses before any array is loaded:
@@ -32,7 +32,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # numpy loads on first use, not at agent start (issue 6)
+if TYPE_CHECKING:  # numpy loads on first use, not at agent start (idle RSS)
     import numpy as np
 
 MAX_REFERENCE_BYTES = 256 * 2**20

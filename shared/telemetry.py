@@ -1,6 +1,7 @@
 """The telemetry wire message: one health sample of a device and its models' counters.
 
-Published on ``telemetry`` (ARCHITECTURE.md §3); the controller stores each ``sample_id`` once.
+Published on ``telemetry`` (docs/architecture.md#the-wire-contract); the controller stores each
+``sample_id`` once.
 """
 
 from __future__ import annotations

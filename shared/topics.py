@@ -16,7 +16,7 @@ _DEVICE_ID = re.compile(DEVICE_ID_PATTERN)
 
 
 class Channel(str, Enum):
-    """The five per-device channels of the wire contract (ARCHITECTURE.md §3)."""
+    """The five per-device channels (docs/architecture.md#the-wire-contract)."""
 
     DESIRED = "desired"
     REPORTED = "reported"

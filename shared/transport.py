@@ -1,4 +1,4 @@
-"""How a program reaches the broker: the URL forms and the credentials/TLS files (issue 7).
+"""How a program reaches the broker: the URL forms and the credentials/TLS files.
 
 ``mqtt://host[:port]`` is plain TCP (port 1883 by default); ``mqtts://host[:port]`` is TLS (port
 8883 by default), verified against ``ca_file`` or, without one, the system's CA store. A client

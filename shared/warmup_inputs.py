@@ -1,4 +1,4 @@
-"""Which inputs warm-up, reference outputs and validation feed a model (issue 16, item 4).
+"""Which inputs warm-up, reference outputs and validation feed a model.
 
 Putting 1 in every dynamic dimension and random numbers in every input is not always valid: an
 STFT with reflect padding needs a sequence of at least 2, detectors need multiples of 32, a
@@ -25,7 +25,7 @@ operator's ``--shape``/``--inputs`` at push, or the model's dims with dynamic on
 MAX_SHAPE_ELEMENTS = 1 << 26
 """Elements a given shape may have: 256 MiB of FP32, the cap on a model's reference outputs
 (``shared.reference_layout.MAX_REFERENCE_BYTES``), which one case must fit anyway. Checked when
-the shape is read, before anything allocates it (issue 29 N7)."""
+the shape is read, before anything allocates it (a huge ``--shape`` must not exhaust memory)."""
 
 _NAME_VALUE = re.compile(r"^(?P<name>.+?)=(?P<value>[^=]*)$")
 

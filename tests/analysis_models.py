@@ -200,7 +200,7 @@ def mobilenet_v2_like(
 
 
 def identity_chain(nodes: int) -> bytes:
-    """``nodes`` Identity nodes in a chain, 1x4 FP32 in and out: the shape of issue 19's probe
+    """``nodes`` Identity nodes in a chain, 1x4 FP32 in and out: the shape of a security probe's
     (30,000 of them, ~800 KB, once held a push for 533 s of one core)."""
     chain = [helper.make_node("Identity", [f"t{i}"], [f"t{i + 1}"]) for i in range(nodes)]
     return make_model(chain, [fp32("t0", [1, 4])], [fp32(f"t{nodes}", [1, 4])])
@@ -208,7 +208,7 @@ def identity_chain(nodes: int) -> bytes:
 
 def endless_loop() -> bytes:
     """A Loop whose trip count is the largest int64, adding 1 to a 1x4 FP32 tensor each turn:
-    a few nodes that keep ONNX Runtime busy for as long as it is let (issue 19: running an
+    a few nodes that keep ONNX Runtime busy for as long as it is let (running an
     uploaded model for reference outputs must be bounded)."""
     one = numpy_helper.from_array(np.ones((1, 4), np.float32), "one")
     body = helper.make_graph(

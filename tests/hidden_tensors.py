@@ -1,5 +1,5 @@
 """ONNX models that keep a tensor's bytes in a file, each in a place a walk of ``model.graph``
-alone does not see (issue 29 N1): a model-local function's Constant, a function's attribute
+alone does not see: a model-local function's Constant, a function's attribute
 default, a subgraph inside a function, a sparse tensor in an attribute, a training graph.
 
 Each model reads ``LENGTH`` bytes of the file ``location`` as UINT8 and adds them to its input

@@ -1,6 +1,6 @@
 """A corpus of small ONNX models of the kinds public model zoos hold, generated in code.
 
-Built for classes of model, not for any list of real ones (issue 16, item 8):
+Built for classes of model, not for any list of real ones:
 
 * :func:`caffe2_ir3`: IR version 3, opset 9 as converted from Caffe2: every initializer listed in
   ``graph.input``, Conv/BatchNormalization parameters made by ConstantOfShape from ``..._SHAPE``

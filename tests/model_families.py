@@ -1,4 +1,4 @@
-"""Generated ONNX models of the *families* of public models that break TensorRT (issue 30, item 4).
+"""Generated ONNX models of the *families* of public models that break TensorRT.
 
 Each is small (a few layers, a TensorRT build of seconds), valid (``onnx.checker`` with
 ``full_check``) and runs in ONNX Runtime's CPU provider on :func:`feeds`. One function a family:

@@ -1,4 +1,4 @@
-"""Which TensorRT build failures are the model's, and the fleet's memory of them (issue 30).
+"""Which TensorRT build failures are the model's, and the fleet's memory of them.
 
 A build that fails for reasons of the model (its parser refuses it, a layer is unsupported, the
 build child dies by a signal, it runs past the build timeout) fails the same way on every twin,

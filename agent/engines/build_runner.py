@@ -81,7 +81,7 @@ def _rss(process: psutil.Process) -> int:
 
 def exit_summary(module: str, returncode: int) -> str:
     """How a failed builder ended: ``exited N``, or ``was killed by SIGSEGV (signal 11)`` (its
-    own words of a crash inside TensorRT's builder: issue 30)."""
+    own words of a crash inside TensorRT's builder)."""
     if returncode >= 0:
         return f"{module} exited {returncode}"
     try:

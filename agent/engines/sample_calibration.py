@@ -1,4 +1,4 @@
-"""INT8 calibration from a version's sample inputs (issue 31 row 2): when, and the checked NPZ.
+"""INT8 calibration from a version's sample inputs: when, and the checked NPZ.
 
 A TensorRT build at precision ``int8`` or ``best`` of a weakly typed network whose config names no
 calibration cache calibrates on the device from the ``input:<tensor>`` arrays of the slot's

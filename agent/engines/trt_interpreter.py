@@ -1,10 +1,10 @@
 """Which Python runs the TensorRT host and its build children, and how to start it there.
 
-TensorRT's Python bindings come with JetPack for JetPack's own Python (ARCHITECTURE §6a), so
-everything TensorRT runs as ``<interpreter> -m agent.trt_host...`` with ``PYTHONPATH`` pointing at
-a directory that holds only ``agent/trt_host`` (another Python cannot use this one's
-site-packages). The interpreter is the ``tensorrt_python`` setting when the daemon passes it
-(:func:`configure`), else ``JETFLEET_TENSORRT_PYTHON``, else what
+TensorRT's Python bindings come with JetPack for JetPack's own Python
+(docs/architecture.md#the-tensorrt-host), so everything TensorRT runs as ``<interpreter> -m
+agent.trt_host...`` with ``PYTHONPATH`` pointing at a directory that holds only ``agent/trt_host``
+(another Python cannot use this one's site-packages). The interpreter is the ``tensorrt_python``
+setting when the daemon passes it (:func:`configure`), else ``JETFLEET_TENSORRT_PYTHON``, else what
 :func:`agent.hardware.trt_python.find_tensorrt_python` finds among the interpreters JetPack ships.
 
 **Test-only:** ``JETFLEET_TEST_TRT_HOST_BACKEND=onnxruntime`` makes TensorRT hosts serve with the

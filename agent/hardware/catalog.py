@@ -1,8 +1,9 @@
 """The packaged Jetson catalog: module part numbers and JetPack releases, for labelling.
 
-The data are copies of the handbook's ``jetson_modules.tsv`` and ``jetpack_versions.tsv``. They
-label what the device reports (a part number, an L4T version); they never replace a value the
-device itself answers, because CUDA and TensorRT are upgradable on JetPack >= 5.
+The data (``data/jetson_modules.tsv``, ``data/jetpack_versions.tsv``) come from the public sources
+named in their headers (docs/tensorrt.md#releases-per-jetpack-line). They label what the device
+reports (a part number, an L4T version); they never replace a value the device itself answers,
+because CUDA and TensorRT are upgradable on JetPack >= 5.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Pure parsers for what a Jetson prints: release file, device tree, nvpmodel, jetson_clocks, dpkg.
 
-Formats follow tensorrt-notes.md §4.4 and §5 and the regexes of jetson-stats and
-jetson-containers that those notes cite. Every parser answers ``None`` for text it does not
-recognise rather than guessing.
+Formats follow docs/tensorrt.md (#jetpack-and-l4t-on-the-device, #power-modes-nvpmodel) and the
+regexes of jetson-stats and jetson-containers cited there. Every parser answers ``None`` for text it
+does not recognise rather than guessing.
 """
 
 from __future__ import annotations

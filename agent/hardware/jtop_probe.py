@@ -1,8 +1,8 @@
 """jetson-stats (``jtop``) as an optional facts source: the only module that imports ``jtop``.
 
-jtop is used only when the package imports AND its root service socket exists, because
-``jtop()`` blocks on a missing service before it raises (tensorrt-notes.md §4.3). It fills what
-the command-line tools could not tell an unprivileged agent (``jetson_clocks --show`` needs root).
+jtop is used only when the package imports AND its root service socket exists, because ``jtop()``
+blocks on a missing service before it raises (docs/tensorrt.md#jtop-jetson-stats). It fills what the
+command-line tools could not tell an unprivileged agent (``jetson_clocks --show`` needs root).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """A discrete GPU as NVML (``nvidia-ml-py``, imported as ``pynvml``) sees it.
 
-The only module that imports ``pynvml``. NVML is for dGPU gateways: Jetsons before JetPack 6 have
-no ``libnvidia-ml`` and later ones answer little (tensorrt-notes.md §3.2, §6), so an absent NVML
-on a Jetson is expected and its reason says so. ``nvmlShutdown`` always follows ``nvmlInit``.
+The only module that imports ``pynvml``. NVML is for dGPU gateways: Jetsons before JetPack 6 have no
+``libnvidia-ml`` and later ones answer little (docs/tensorrt.md#memory-on-a-jetson), so an absent
+NVML on a Jetson is expected and its reason says so. ``nvmlShutdown`` always follows ``nvmlInit``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 TensorRT, CUDA Python, NVML and the driver's procfs on the live host) and merges their answers,
 trusting a value the device measured over one the catalog only labels. TensorRT is asked
 through the interpreter that can import it (:mod:`agent.hardware.trt_python`), never imported
-here. :func:`choose_runtime` is the decision of issue 3 item 7: TensorRT when it imports under
+here. :func:`choose_runtime` decides the runtime: TensorRT when it imports under
 some interpreter and a CUDA device answers, else ONNX Runtime, always with the reason in words
 (``jetfleet-agent probe`` prints it).
 """

@@ -2,10 +2,10 @@
 
 The agent's process never imports ``tensorrt`` (JetPack ships it for JetPack's Python, not the
 agent's): :func:`agent.hardware.trt_python.find_tensorrt_python` runs a probe child under the
-``tensorrt_python`` setting or JetPack's interpreters, which reports ``tensorrt.__version__``
-(the full version the engine validity key needs, tensorrt-notes.md §1.4), creates a runtime to
-count DLA cores (``IRuntime.num_DLA_cores``, as Triton does; creating it also proves a CUDA
-device answers) and reads libcudart's runtime and driver versions.
+``tensorrt_python`` setting or JetPack's interpreters, which reports ``tensorrt.__version__`` (the
+full version the engine validity key needs, docs/tensorrt.md#reading-a-plans-version), creates a
+runtime to count DLA cores (``IRuntime.num_DLA_cores``, as Triton does; creating it also proves a
+CUDA device answers) and reads libcudart's runtime and driver versions.
 
 TensorRT counts as available only when that release is supported (8.5 to the newest,
 :mod:`agent.trt_host.versions`); an unsupported one is absent with the reason, and the doctor

@@ -1,4 +1,4 @@
-"""Which interpreter can ``import tensorrt``: the one the TensorRT host runs under (issue 15).
+"""Which interpreter can ``import tensorrt``: the one the TensorRT host runs under.
 
 TensorRT's Python bindings come with JetPack for JetPack's own Python (3.8 on JetPack 5.1, 3.10
 on 6.x, 3.12 on 7), never for the agent's. So the agent never imports TensorRT: it asks

@@ -2,12 +2,13 @@
 
 :func:`decide` answers what to do about a config's ``power_mode`` on this device: keep the mode
 (with the reason), apply a mode, or refuse (unknown mode; a mode whose GPU TPC power-gating mask
-differs from the current one, which nvpmodel only applies after a reboot, tensorrt-notes.md §5.1).
-The agent never reboots a gateway and never switches unless the config says ``apply_power_mode``.
-:class:`PowerControl` runs ``nvpmodel -p --verbose``, ``-q`` and ``-m <id>`` through
-:mod:`agent.hardware.commands`' runner, so tests replay recorded output and nothing runs nvpmodel
-on CI. An engine's tuning tag that no longer matches the mode is the resolver's concern: the slot
-keeps serving and reports ``tuning_matches=False`` until a matching engine is found or built.
+differs from the current one, which nvpmodel only applies after a reboot,
+docs/tensorrt.md#power-modes-nvpmodel). The agent never reboots a gateway and never switches unless
+the config says ``apply_power_mode``. :class:`PowerControl` runs ``nvpmodel -p --verbose``, ``-q``
+and ``-m <id>`` through :mod:`agent.hardware.commands`' runner, so tests replay recorded output and
+nothing runs nvpmodel on CI. An engine's tuning tag that no longer matches the mode is the
+resolver's concern: the slot keeps serving and reports ``tuning_matches=False`` until a matching
+engine is found or built.
 """
 
 from __future__ import annotations

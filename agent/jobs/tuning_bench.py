@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (issue 6)
+if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (idle RSS)
     import numpy as np
 
 from agent.engines.build_protocol import BuildRequest

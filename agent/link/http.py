@@ -16,7 +16,7 @@ under load failed a slot for good on one path and was retried on the other. Here
 
 Callers see :class:`Answer` and :class:`Streamed`, never httpx types: this is the only agent
 module that imports httpx (an import-linter contract in pyproject.toml), and it imports it with
-the first request, not at agent start (``agent.settings`` imports enrolment; idle RSS, issue 6).
+the first request, not at agent start (``agent.settings`` imports enrolment; idle RSS).
 
 Concurrency: one :class:`HttpClient` may serve several threads (the resolver's lease keeper
 renews while the loop thread builds); httpx's client is thread-safe and the pool is made once,

@@ -10,7 +10,7 @@ count is reported in every sample (``spool_dropped``).
 When the spool cannot be written (the state directory is full), messages wait in memory, in
 order, up to :data:`HELD_MAX` (the oldest go first beyond it, counted in ``dropped``), and are
 spooled at the next ``send`` once there is space again: a full disk delays telemetry, it does
-not lose it (found by the soak bench, issue 18).
+not lose it (found by the soak bench).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (idle RSS, issue 6)
+if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (idle RSS)
     import numpy as np
 
 KSERVE_TO_NUMPY: dict[str, str] = {

@@ -7,17 +7,17 @@ and swapping use it unchanged. Inputs go to the host through a /dev/shm region p
 outputs come back through the host's region (:mod:`agent.trt_host.shm`); outputs are copied out
 of it before ``infer`` returns, because the next request reuses the region.
 
-Crashes (decided here, ARCHITECTURE §6a): when the host dies (``kill -9``, a TensorRT abort, a
-request it leaves unanswered past its timeout), its regions are unlinked and only that host's
-requests in flight fail: ``infer`` with InferenceError, ``load`` with ModelLoadError, ``build``
-with BuildFailed, each naming how it ended (``killed by signal 9 (SIGKILL)``). Until it is back,
-its models answer InferenceError at once ("restarting") instead of queueing. The host restarts
-with backoff (:func:`restart_delay`; reset once a host has lived longer than the longest wait),
-then **reloads its models** in the order they were loaded, with the same file and options. A
-model whose reload fails stays in the agent as ``failed`` with the reason (``status``) and
-answers InferenceError; a model during whose reload the host died again is not tried again (a
-model that crashes the host cannot crash-loop it). Other hosts (worker mode: one per model) are
-not touched, so a model loading in a host that dies never disturbs the model still serving.
+Crashes (decided here, docs/architecture.md#the-tensorrt-host): when the host dies (``kill -9``, a
+TensorRT abort, a request it leaves unanswered past its timeout), its regions are unlinked and only
+that host's requests in flight fail: ``infer`` with InferenceError, ``load`` with ModelLoadError,
+``build`` with BuildFailed, each naming how it ended (``killed by signal 9 (SIGKILL)``). Until it is
+back, its models answer InferenceError at once ("restarting") instead of queueing. The host restarts
+with backoff (:func:`restart_delay`; reset once a host has lived longer than the longest wait), then
+**reloads its models** in the order they were loaded, with the same file and options. A model whose
+reload fails stays in the agent as ``failed`` with the reason (``status``) and answers
+InferenceError; a model during whose reload the host died again is not tried again (a model that
+crashes the host cannot crash-loop it). Other hosts (worker mode: one per model) are not touched, so
+a model loading in a host that dies never disturbs the model still serving.
 
 Admission: a host's memory is its own process's, returned to the OS when it exits
 (:meth:`TrtHost.rss_bytes` reports it while it runs).

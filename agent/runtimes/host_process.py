@@ -230,8 +230,8 @@ class HostProcess:
     def _died(self) -> None:
         """Record why the host ended, fail what waited on it and tell the owner (which restarts
         it), whatever cleaning up its regions meets: a file of its prefix that another user
-        made cannot be removed, and that must not leave requests waiting for good (issue 29
-        N10: the reader thread died of PermissionError here and inference hung)."""
+        made cannot be removed, and that must not leave requests waiting for good (a security probe
+        did that: the reader thread died of PermissionError here and inference hung)."""
         if self.dead.is_set():
             return
         try:

@@ -3,7 +3,7 @@
 Each loader takes the same arguments (the file, the intra-op thread count, the slot's delegate
 config, the TensorRT stream count) and keeps what its runtime uses: ONNX Runtime the delegate's
 providers and graph options, TensorRT the streams and the delegate's DLA core. ONNX Runtime is
-imported with its first load, not at agent start (an idle agent saves ~20 MB of RSS, issue 6);
+imported with its first load, not at agent start (an idle agent saves ~20 MB of RSS);
 TensorRT is never imported here: its models load into the agent's shared TensorRT host
 (:mod:`agent.runtimes.trt_hosts`), started with the first one. Names are the descriptors'
 (:mod:`agent.hardware.runtime_kinds`).
@@ -25,7 +25,7 @@ from shared.delegate import DelegateConfig
 class LoadOptions:
     """What a loader may use of a slot: threads, delegate config, TensorRT streams, and where
     ONNX Runtime's TensorRT execution provider keeps what it builds (``engine_cache_dir``, one
-    directory per ``engine_key``), so a restart loads instead of rebuilding (issue 15, part 6)."""
+    directory per ``engine_key``), so a restart loads instead of rebuilding."""
 
     intra_op_threads: int = 1
     delegate: DelegateConfig | None = None

@@ -1,4 +1,4 @@
-"""TensorRT as the agent's runtime: models served by TensorRT hosts (ARCHITECTURE §6a).
+"""TensorRT as the agent's runtime, in TensorRT hosts (docs/architecture.md#the-tensorrt-host).
 
 The agent never imports TensorRT: a slot of runtime ``tensorrt`` loads its plan into a
 :class:`~agent.runtimes.host.TrtHost` started with ``backend="tensorrt"`` under the TensorRT

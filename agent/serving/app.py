@@ -17,7 +17,7 @@ dynamically batched on their leased engine (:mod:`agent.serving.batching`).
 
 Starlette rather than FastAPI: the routes take no validated bodies (the KServe body is parsed
 by :mod:`agent.serving.kserve`), and FastAPI's import alone costs an idle agent
-~11 MB of RSS (issue 6).
+~11 MB of an idle agent's RSS.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (issue 6)
+if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (idle RSS)
     import numpy as np
 
 from agent.errors import InferenceError, InvalidInputError

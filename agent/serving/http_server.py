@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -22,6 +23,10 @@ from agent.errors import StartupError
 from shared.supervision import Supervised
 
 log = logging.getLogger(__name__)
+
+SERVE_FD_ENV = "JETFLEET_SERVE_FD"
+"""A listening socket handed over by the agent that re-executed itself into another release
+(agent.update.restart): served as is, so clients saw a pause, never a refused connection."""
 
 READ_SIZE = 1 << 20
 """Bytes asked of the socket per read. asyncio's default, 256 KiB, splits a 1x3x224x224 FP32
@@ -70,17 +75,21 @@ class ServingServer:
         self._server = uvicorn.Server(config)
         self._thread: Supervised | None = None
         self.port = port
+        self.socket: socket.socket | None = None
+        """The listening socket once started."""
 
     def start(self, timeout_s: float = 15.0) -> int:
         """Bind and start serving; StartupError naming the setting when that is impossible."""
+        sock = _inherited(self._host, self.port)
         family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock = sock or socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             # Accepted connections inherit it: without it, a response written in two parts
             # (head, body) waits for the client's delayed ACK, ~40 ms per request on Linux.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.bind((self._host, self.port))
+            if sock.getsockname()[1] == 0:
+                sock.bind((self._host, self.port))
         except OSError as exc:
             sock.close()
             raise StartupError(
@@ -88,6 +97,7 @@ class ServingServer:
                 "set JETFLEET_SERVE_ADDRESS to a free HOST:PORT"
             ) from exc
         self.port = int(sock.getsockname()[1])
+        self.socket = sock
         self._thread = Supervised(
             "kserve", lambda: self._serve(sock), policy="exit", on_fatal=self._on_fatal, logger=log
         ).start()
@@ -120,3 +130,22 @@ class ServingServer:
         self._server.should_exit = True
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(timeout_s)
+
+
+def _inherited(host: str, port: int) -> socket.socket | None:
+    """The listening socket named by ``$JETFLEET_SERVE_FD`` when it is bound to ``host`` (and
+    ``port``, unless 0); None otherwise (it is closed then). The variable is consumed."""
+    raw = os.environ.pop(SERVE_FD_ENV, "")
+    if not raw.isdigit():
+        return None
+    try:
+        sock = socket.socket(fileno=int(raw))
+    except OSError:
+        return None
+    sock.set_inheritable(False)
+    bound_host, bound_port = sock.getsockname()[:2]
+    if bound_host != host or (port and bound_port != port):
+        log.warning("not serving on the handed-over socket %s:%s", bound_host, bound_port)
+        sock.close()
+        return None
+    return sock

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (issue 6)
+if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (idle RSS)
     import numpy as np
 
 from agent.errors import InvalidInputError

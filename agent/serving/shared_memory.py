@@ -11,7 +11,7 @@ region and come back without data. This is Triton's system shared-memory extensi
 
 Off unless the agent is started with ``JETFLEET_SERVE_SHARED_MEMORY=true`` (Triton:
 ``--allow-client-shm``): a registered region lets a local client make the agent read and write
-that object. What a client may register (issue 29 N2-N5, each refused with the reason):
+that object. What a client may register (each refused with the reason):
 
 * an object directly under ``/dev/shm`` (``/name`` or ``name``), never one of the TensorRT host's
   own regions (``jfth-*``: the agent's in-flight inputs and outputs);

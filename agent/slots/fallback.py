@@ -1,6 +1,6 @@
 """Whether a slot that TensorRT could not serve falls back to ONNX Runtime, and why (pure).
 
-Every model serves (issue 30): a version TensorRT cannot build, load, create an execution
+Every model serves: a version TensorRT cannot build, load, create an execution
 context for, or validate against its reference outputs is served by ONNX Runtime on the same
 device instead of failing the slot, and the slot says so (``runtime: onnxruntime``,
 ``fallback_reason`` in TensorRT's own words, a ``fallback`` event). The slot pipeline asks

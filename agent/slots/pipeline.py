@@ -18,7 +18,7 @@ events, and failures. A failed step leaves its slot ``failed`` with ``last_error
 error is tried again by the daemon, a permanent one waits for a new artifact) and skips the
 slot's later steps in the same pass. A stage that finds the state directory full (ENOSPC,
 EDQUOT, EROFS from a download, a journal, an engine) fails its slot with the transient
-:class:`StateDirError`, tried again like a network error (issue 18: before, the error ended the
+:class:`StateDirError`, tried again like a network error (before, the error ended the
 agent). A failed retune keeps the slot ``serving`` and marks it so
 that it is not tried again under the same conditions.
 

@@ -1,7 +1,7 @@
 """The agent's state directory: its layout and the last desired document, written atomically.
 
 Keeping the desired document lets a restarted agent serve its models before the broker answers.
-A full state directory must not stop the agent (issue 18: the soak's redeploy while the state
+A full state directory must not stop the agent (the soak bench's redeploy while the state
 directory was full killed it with ENOSPC): :class:`KeptDesired` holds the newest document in
 memory until it can be written.
 """

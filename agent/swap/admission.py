@@ -16,8 +16,8 @@ must both hold, because each catches what the other misses:
   input), so a measurement taken while they are idle understates them; the sum does not.
 
 On a Jetson a third check applies: NvMap wants physically contiguous blocks, so an engine whose
-largest single allocation exceeds the largest free block (``lfb`` from ``/proc/buddyinfo``)
-fails with ``error 12`` even when ``MemAvailable`` looks generous (tensorrt-notes.md §3.2).
+largest single allocation exceeds the largest free block (``lfb`` from ``/proc/buddyinfo``) fails
+with ``error 12`` even when ``MemAvailable`` looks generous (docs/tensorrt.md#memory-on-a-jetson).
 
 Decision, in order of preference: ``warm`` (load B next to A, validate, switch, drain A, free A);
 ``refit`` when only the weights changed and the engine is refittable (no second engine at all);

@@ -4,7 +4,7 @@
   for the record, and ``lfb`` from ``/proc/buddyinfo`` (largest physically contiguous free block),
   parsed by :mod:`agent.telemetry.collectors.jetson_sysfs`.
 * ``dgpu``: NVML's free memory of GPU 0 (the agent calls no CUDA: a CUDA context would cost it
-  hundreds of MiB, and TensorRT's hosts hold their own; issue 15). Host RAM is not the
+  hundreds of MiB, and TensorRT's hosts hold their own). Host RAM is not the
   constraint there.
 * ``cpu``: MemAvailable (ONNX Runtime on the CPU).
 

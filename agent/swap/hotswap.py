@@ -87,7 +87,7 @@ class SwapStats:
 
 
 def malloc_trim() -> None:
-    """Return freed heap to the OS (glibc keeps it otherwise; tensorrt-notes.md §3.3)."""
+    """Return freed heap to the OS (glibc keeps it; docs/tensorrt.md#memory-on-a-jetson)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
@@ -107,7 +107,7 @@ class Candidate:
     max_queue: int = 64
     onnx_path: Path | None = None
     profile_opt: Mapping[str, tuple[int, ...]] | None = None
-    """The delegate config's shape profile opt per input: the warm-up shapes (issue 16)."""
+    """The delegate config's shape profile opt per input: the warm-up shapes."""
 
 
 class HotSwapper:

@@ -1,7 +1,7 @@
 """Which function loads a model file for a slot: the runtime and swap mode decide.
 
 Runtimes are imported on the first load, not at agent start: ONNX Runtime costs an idle agent
-~20 MB of RSS, TensorRT far more (issue 6). In ``worker_process`` swap mode every load goes to a
+~20 MB of RSS, TensorRT far more. In ``worker_process`` swap mode every load goes to a
 child process (:mod:`agent.swap.worker`), which takes the file path and thread count only.
 """
 

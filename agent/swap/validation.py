@@ -17,7 +17,7 @@ runtimes order selections their own way (TensorRT's NMS by score, ONNX Runtime's
 NaN or Inf in any output fails, whatever the precision. Without a reference the check is the
 warm-up alone: the outputs of zeros and of a seeded random input must be finite.
 
-Warm-up inputs are ones the model accepts (:func:`warmup_feeds`, issue 16 item 4): each input's
+Warm-up inputs are ones the model accepts (:func:`warmup_feeds`): each input's
 shape from the delegate config's shape profile (``opt``), else the reference's first case (its
 values too: a scalar ``sr`` of 16000 stays 16000), else the model's dims with dynamic ones 1.
 A model that needs a sequence of at least 2 or a sample rate no longer fails on 1s and zeros.
@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (issue 6)
+if TYPE_CHECKING:  # numpy loads with the first model, not at agent start (idle RSS)
     import numpy as np
 
 from agent.runtimes.base import KSERVE_TO_NUMPY, LoadedModel, TensorSpec

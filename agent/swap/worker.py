@@ -7,7 +7,7 @@ process mode, answers ``infer`` calls, and exits on ``close``. A swap starts a *
 the new version; when the old worker exits, the OS takes back everything it held — CUDA context,
 NvMap blocks, glibc arenas that ``free`` never returned — so memory cannot creep across swaps.
 
-Memory cost of each mode (tensorrt-notes.md §3.3):
+Memory cost of each mode (docs/tensorrt.md#memory-on-a-jetson):
 
 TensorRT never runs in the agent: its "worker" is a TensorRT host of its own per model
 (:mod:`agent.runtimes.trt_hosts`), and ``in_process`` means one TensorRT host shared by every

@@ -1,5 +1,5 @@
 """The TensorRT host: the only product code that imports ``tensorrt`` or moves tensors through
-CUDA (issue 15); the facts probe (``agent/hardware/cuda_probe.py``, CUDA Python) only asks which
+CUDA; the facts probe (``agent/hardware/cuda_probe.py``, CUDA Python) only asks which
 device there is.
 
 It runs as a child process of the agent under the interpreter that can ``import tensorrt``

@@ -1,11 +1,11 @@
 """One long-lived activation arena shared by every TensorRT execution context of a host.
 
 Why: each execution context needs activation (scratch) memory. Left to TensorRT, every context
-allocates its own with cudaMalloc at creation and frees it when destroyed, so every swap
-allocates and frees a large block: on a Jetson, where cudaMalloc carves NvMap blocks out of the
-DRAM shared with the CPU, that is how memory fragments until a load fails (tensorrt-notes.md
-§2.4, §3). Instead, contexts are made without memory of their own (:mod:`.engine`) and pointed at
-memory owned here, allocated once at the largest size seen and grown rarely, in big steps
+allocates its own with cudaMalloc at creation and frees it when destroyed, so every swap allocates
+and frees a large block: on a Jetson, where cudaMalloc carves NvMap blocks out of the DRAM shared
+with the CPU, that is how memory fragments until a load fails (docs/tensorrt.md#activation-memory,
+#memory-on-a-jetson). Instead, contexts are made without memory of their own (:mod:`.engine`) and
+pointed at memory owned here, allocated once at the largest size seen and grown rarely, in big steps
 (:func:`next_arena_size`).
 
 **Lanes.** TensorRT forbids two contexts that run in parallel from sharing activation memory,
@@ -21,7 +21,7 @@ the new ones, and bumps ``generation``; a context rebinds its memory before its 
 sees a newer generation. Growth at least doubles, rounded up to ``step`` bytes.
 
 CUDA calls go through :class:`.cudart.CudaRuntime` (passed in, so the conformance suite can
-record them). Moved here from the agent's former ``agent/runtimes/cuda_arena.py`` (issue 15):
+record them). Moved here from the agent's former ``agent/runtimes/cuda_arena.py``:
 the agent no longer calls CUDA. Python 3.8 syntax, standard library only.
 """
 

@@ -1,5 +1,5 @@
 """INT8 calibration for :mod:`.build`: a stored cache tied to the release that wrote it, or
-batches of the version's sample inputs calibrated on this device (issue 31 #2).
+batches of the version's sample inputs calibrated on this device.
 
 A calibration cache is text whose first line names the TensorRT release and the calibrator that
 wrote it, e.g. ``TRT-8502-EntropyCalibration2``. TensorRT uses a cache only when both match

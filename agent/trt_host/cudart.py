@@ -4,7 +4,7 @@ Why ctypes and not cuda-python: the host must run on every JetPack with nothing 
 libcudart ships with every JetPack and every CUDA install, and its C ABI for these calls has not
 changed since CUDA 10. cuda-python, in contrast, is neither on JetPack nor stable: its
 ``cudaMemcpyAsync`` rejects the copy direction as a plain int (AttributeError) on cuda-python
-11.8.3 and 12.6.0 and cuda-bindings 12.8.0, 12.9.0-12.9.5 and 13.0.0-13.0.3 (issue 15), and a
+11.8.3 and 12.6.0 and cuda-bindings 12.8.0, 12.9.0-12.9.5 and 13.0.0-13.0.3, and a
 13.x wheel does not load on a CUDA 12 JetPack. NVIDIA's Polygraphy does exactly this
 (``polygraphy/cuda/cuda.py``: ctypes over libcudart, found with ctypes.util plus common paths).
 
@@ -34,7 +34,7 @@ MEMCPY_DEFAULT = ctypes.c_int(4)
 SEARCH_DIRS = (
     "/usr/local/cuda/lib64",
     "/usr/local/cuda/targets/aarch64-linux/lib",  # JetPack (Orin, Xavier)
-    "/usr/local/cuda/targets/sbsa-linux/lib",  # JetPack 7 on Thor (SBSA; issue 31 #6)
+    "/usr/local/cuda/targets/sbsa-linux/lib",  # JetPack 7 on Thor (SBSA)
     "/usr/local/cuda/targets/x86_64-linux/lib",
     "/usr/lib/aarch64-linux-gnu",
     "/usr/lib/x86_64-linux-gnu",

@@ -1,6 +1,6 @@
 """Deserialize a plan, describe its I/O by name, run it on user-managed activation memory.
 
-Per release (:class:`~.versions.Capabilities.memory_mode`, tensorrt-notes.md §2.4):
+Per release (:class:`~.versions.Capabilities.memory_mode`, docs/tensorrt.md#activation-memory):
 
 - 8.x/9.x: ``create_execution_context_without_device_memory()``, then
   ``context.device_memory = ptr`` with ``engine.device_memory_size`` bytes;
@@ -12,7 +12,7 @@ Engines with data-dependent output shapes (NonZero, NonMaxSuppression): such an 
 by TensorRT through an ``IOutputAllocator`` (:mod:`.output_alloc`) and answered in the shape the
 run notified, ``[0, ...]`` included. Where TensorRT cannot create a context on user-managed
 memory for an engine (8.6.0 logged ``vector::_M_range_check`` for engines with
-NonMaxSuppression, issue 30), its contexts are created with ``create_execution_context()``
+NonMaxSuppression), its contexts are created with ``create_execution_context()``
 instead, TensorRT allocating their activation memory itself (said on stderr, and by
 :attr:`Engine.self_managed`).
 
@@ -20,7 +20,8 @@ instead, TensorRT allocating their activation memory itself (said on stderr, and
 Copies go through the :mod:`.cudart` binding (passed in, so the conformance suite can record
 them) with named ``cudaMemcpyKind`` constants. Device buffers grow only, so steady serving
 allocates nothing. One :class:`Context` serves one request at a time (its stream and buffers
-are its own); :meth:`Engine.close` drops contexts before the engine (§2.8).
+are its own); :meth:`Engine.close` drops contexts before the engine
+(docs/tensorrt.md#object-lifetime).
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ class Engine:
         return made
 
     def close(self) -> None:
-        """Contexts first, then the engine (tensorrt-notes.md §2.8); the runtime last."""
+        """Contexts first, then the engine (docs/tensorrt.md#object-lifetime); the runtime last."""
         for ctx in self.contexts:
             ctx.close()
         self.contexts = []
@@ -273,7 +274,7 @@ class Context:
 
     def _bind(self, name: str, ptr: int) -> None:
         """``set_tensor_address``, whose False (a misaligned or refused address) used to surface
-        as a generic execute failure (issue 31 #4)."""
+        as a generic execute failure."""
         if not self.ctx.set_tensor_address(name, ptr):
             raise EngineError(
                 "TensorRT refused the address of tensor %r: %s" % (name, _reason(self.owner.logger))

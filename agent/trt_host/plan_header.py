@@ -2,7 +2,7 @@
 
 ``trtexec --getPlanVersionOnly`` reads two little-endian u32 at the start of a plan (the magic
 tag ``0x74727466`` and serialization version 0) and the TensorRT version as four bytes at offset
-24, for plans from TensorRT >= 8.6 (tensorrt-notes.md §1.4).
+24, for plans from TensorRT >= 8.6 (docs/tensorrt.md#reading-a-plans-version).
 For older plans, or bytes without the tag, the version is "unknown": the check then refuses
 nothing and leaves the verdict to ``deserialize_cuda_engine``.
 """

@@ -1,4 +1,4 @@
-"""New weights from an ONNX model into a refittable engine, in place (tensorrt-notes.md §2.7).
+"""New weights from an ONNX model into a refittable engine, in place (docs/tensorrt.md#refit).
 
 Route per release (:attr:`~.versions.Capabilities.refit_route`):
 

@@ -9,7 +9,7 @@ reused across requests and replaced by a larger one only when a request does not
 Names: every region of one host starts with that host's prefix,
 ``jfth-<agent pid>-<host tag>-``, whoever created it; the tag ends in random hex, so a local user
 cannot create a host's names before it does, and a name taken anyway gets a random suffix
-(:meth:`Region.create`; issue 29 N10). So whichever side survives a ``kill -9``
+(:meth:`Region.create`). So whichever side survives a ``kill -9``
 unlinks them all (:func:`unlink_prefix`): the agent when its host dies, the host when its agent's
 socket closes; :func:`sweep_orphans` removes the regions of agents that are no longer running
 (both sides killed). The regions are plain files opened by name, not
@@ -99,7 +99,7 @@ class Region:
     @classmethod
     def create(cls, name: str, size: int) -> Region:
         """A new region named ``name``, or ``name.<random>`` when another process already made
-        a file of that name (a local user who saw the prefix in /dev/shm: issue 29 N10)."""
+        a file of that name (a local user who saw the prefix in /dev/shm)."""
         for attempt in range(CREATE_ATTEMPTS):
             candidate = name if attempt == 0 else f"{name}.{secrets.token_hex(4)}"
             path = cls._path(candidate)

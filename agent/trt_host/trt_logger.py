@@ -1,4 +1,4 @@
-"""One TensorRT logger per process that hands each operation its own errors (issue 31 #3).
+"""One TensorRT logger per process that hands each operation its own errors.
 
 TensorRT keeps the first ``ILogger`` a process gives it (NVIDIA/TensorRT#1475: later
 ``Runtime``/``Builder``/``Refitter`` loggers are not used), so a capturing logger per engine

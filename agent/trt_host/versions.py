@@ -1,12 +1,12 @@
 """The TensorRT release → what its Python API offers, one named capability per difference.
 
 Pure. :func:`parse_version` reads ``trt.__version__``; :meth:`Capabilities.for_version` decides
-every capability from that version alone (never by probing with try/except AttributeError), so
-the same code path can be checked per release against NVIDIA's binding sources
-(``tests/fixtures/tensorrt_python_api.tsv``, differences listed in tensorrt_python_api.md; the
-numbers in brackets below are that list's items). Supported: 8.5 (JetPack 5.1) up to the newest
-release the table records (11.1); anything else is a :class:`UnsupportedTensorRT` error that
-says what to install.
+every capability from that version alone (never by probing with try/except AttributeError), so the
+same code path can be checked per release against NVIDIA's binding sources
+(``tests/fixtures/tensorrt_python_api.tsv``, differences listed in
+docs/tensorrt.md#python-api-differences-per-release; the numbers in brackets below are that list's
+items). Supported: 8.5 (JetPack 5.1) up to the newest release the table records (11.1); anything
+else is a :class:`UnsupportedTensorRT` error that says what to install.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class Capabilities:
     timing_cache: bool  # create_timing_cache / set_timing_cache / serialize (all releases)
     tactic_sources: Tuple[str, ...]  # TacticSource names that exist
     tf32_flag: bool  # BuilderFlag.TF32 (all releases)
-    dla: bool  # DLA builds (<= 10.7 and >= 11.4; tensorrt-notes.md §4.5)
+    dla: bool  # DLA builds (<= 10.7 and >= 11.4; docs/tensorrt.md#dla)
     refit_identical_flag: bool  # BuilderFlag.REFIT_IDENTICAL (>= 10.0)
     # runtime [11-19]
     memory_mode: str  # MEMORY_V1_PROPERTY | MEMORY_STRATEGY_PROPERTY | MEMORY_V2
@@ -79,7 +79,7 @@ class Capabilities:
 
     def build_deprecations(self, flags: Sequence[str], calibrates: bool) -> List[str]:
         """Notes on what a build that sets ``BuilderFlag`` ``flags`` (and, ``calibrates``, takes
-        INT8 scales from a calibrator) uses that this release deprecates (issue 31 #5). The flags
+        INT8 scales from a calibrator) uses that this release deprecates. The flags
         are deprecated by documentation only; the calibrator's setters warn through
         PyErr_WarnEx, which Python's default filters drop (the caller is not ``__main__``)."""
         notes = []

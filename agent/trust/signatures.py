@@ -15,7 +15,7 @@ def verify(public_key_b64: str, payload: bytes, signature_b64: str) -> bool:
     signature = b64decode(signature_b64)
     if raw_key is None or signature is None or len(raw_key) != 32 or len(signature) != 64:
         return False
-    # Imported on first use: an idle agent does not pay for cryptography's ~4 MB (issue 6).
+    # Imported on first use: an idle agent does not pay for cryptography's ~4 MB.
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 

@@ -26,6 +26,7 @@ from typing import Any
 from agent.errors import PermanentError
 from agent.trust import signatures
 from agent.trust.store import TrustStore
+from shared.agent_releases import AGENT_ARTIFACT_NAME, AgentReleaseArtifact
 from shared.engines import EngineManifest
 from shared.jobs import JobArtifact
 from shared.manifests import ENGINE_VERSION, SignedManifest
@@ -199,6 +200,17 @@ class ArtifactVerifier:
             return
         self._check(
             artifact.signed, Expected("model", name, version, artifact.sha256, artifact.size)
+        )
+
+    def check_agent_release(self, version: str, artifact: AgentReleaseArtifact) -> None:
+        """:class:`ArtifactRefused` unless an agent release's artifact is signed as release
+        ``version`` of ``jetfleet-agent``; no serial rule applies (the updater refuses older
+        versions itself unless the operator allowed the downgrade)."""
+        if not self._pinned(f"agent release {version}"):
+            return
+        self._check(
+            artifact.signed,
+            Expected("agent", AGENT_ARTIFACT_NAME, version, artifact.sha256, artifact.size),
         )
 
     def installed(self, slot: ModelSlot, generation: int) -> None:

@@ -1,4 +1,4 @@
-"""The scale-out bench (issue 17 item 4): R ``jetfleet serve`` replicas on PostgreSQL and their
+"""The scale-out bench: R ``jetfleet serve`` replicas on PostgreSQL and their
 own Mosquitto, N lightweight simulated gateways with per-device credentials in a few processes,
 two rollouts in waves, the rollout leader killed with -9 in the middle of the second.
 

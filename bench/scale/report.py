@@ -1,5 +1,5 @@
 """The scale bench's printed result: per rollout and wave, the failover, the final state, the
-telemetry count, CPU per part, and last the line issue 17 writes:
+telemetry count, CPU per part, and last the line the scale goal is stated in:
 ``scale: devices=N replicas=R converged_s=X failover_s=Y telemetry_lost=L duplicated=D``."""
 
 from __future__ import annotations

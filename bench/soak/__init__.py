@@ -1,4 +1,4 @@
-"""The soak and chaos bench (issue 18): a real fleet under a seeded fault schedule.
+"""The soak and chaos bench: a real fleet under a seeded fault schedule.
 
 ``faults`` plans the schedule (pure), ``proxy`` is the TCP proxy that partitions an agent's broker
 link, ``parts`` starts and kills the processes (Mosquitto, ``jetfleet serve``, agents, inference

@@ -1,6 +1,6 @@
 """The soak's printed result: the per-process table, the failed requests, and the last line
 ``soak: minutes=M faults=F lost=L duplicated=D failed_requests=K converged_s=X leaks=none|<list>``
-exactly as issue 18 writes it."""
+exactly as the soak's goals state it."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ The bound is on the work, not on starting Python: a child calls :func:`ready` on
 are done (ONNX Runtime and NumPy take seconds on a loaded 2-core host), and the clock starts
 then. Starting has a bound of its own, :data:`START_BOUND_S`.
 
-A child works on its author's program, so it starts with as little as it needs (issue 29 N1):
+A child works on its author's program, so it starts with as little as it needs:
 
 * ``python -I`` (no ``PYTHON*`` variables, no user site, not the working directory on the import
   path) in a private, empty working directory (the caller's scratch directory, 0700), so a

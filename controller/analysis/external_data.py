@@ -1,5 +1,5 @@
 """Models with external data: an archive (.tar, .tar.gz, .zip) holding one .onnx and the files its
-tensors point at becomes one self-contained ONNX model (issue 16 item 7).
+tensors point at becomes one self-contained ONNX model.
 
 The controller inlines the data at upload, so everything after it (analysis, reference outputs,
 ONNX Runtime and TensorRT on the gateways, engine keys) sees an ordinary model: engines are built
@@ -7,7 +7,7 @@ from the model *with* its data. The limit that follows: a protobuf message canno
 model whose inlined size would pass that is refused with that reason (such models need the archive
 carried through to the gateways, which is not built).
 
-Safety, because an archive is untrusted input (issue 29 N8: a 1 MB zip of a 1 GiB member and a
+Safety, because an archive is untrusted input (a probe sent a 1 MB zip of a 1 GiB member and a
 tar.gz of a million empty members took the API process from 190 MB to 2.2 GB):
 
 * every member is first checked from its header alone, before any content is read: at most

@@ -5,12 +5,12 @@ shape inference (so every tensor has a dtype and, where it can be known, a shape
 the pure analysis needs: nodes in graph order, tensor infos, initializer names, Constant outputs
 and the values of small integer and boolean constants (axes, K, If conditions, ...).
 
-Nested graphs (issue 30): a node's GRAPH attributes (``If`` then/else_branch, ``Loop``/``Scan``
+Nested graphs: a node's GRAPH attributes (``If`` then/else_branch, ``Loop``/``Scan``
 body) become :attr:`Node.subgraphs`, converted the same way (their own nodes, tensors, inferred
 shapes), and the model-local functions become :attr:`Graph.functions`, bodies as graphs. The
 names of the inputs' symbolic dims are kept (:attr:`Graph.dim_params`).
 
-Sizes at a stated shape (issue 16): a model whose inputs have dynamic dims (``batch``, ``-1``,
+Sizes at a stated shape: a model whose inputs have dynamic dims (``batch``, ``-1``,
 ``?``) has no size to count FLOPs or bytes at, so the graph is inferred a second time with every
 input at a concrete shape (:mod:`controller.analysis.shapes` chooses it: the config's profile
 ``opt``, else a named default) and :attr:`Graph.assumed` says which. Tensors whose size follows

@@ -4,7 +4,7 @@ An ONNX model keeps nodes and tensors in more places than ``model.graph``: subgr
 Scan bodies), model-local **functions** (whose nodes ONNX Runtime inlines when it loads the
 model), attribute defaults of those functions, sparse tensors in attributes, and the training
 graphs of ``training_info``. A check that walks the main graph only is a check an uploader can
-step around (issue 29 N1: a Constant with an EXTERNAL tensor inside a function made ONNX Runtime
+step around (a probe's Constant with an EXTERNAL tensor inside a function made ONNX Runtime
 read a file of the controller's). Every check over "all nodes" or "all tensors" walks them here.
 
 Each item comes with where it was found (``the graph``, ``function evil.Leak``), for messages.

@@ -27,7 +27,7 @@ from controller.analysis.support import model_support
 from controller.analysis.verdict import Thresholds, decide, top_unsupported
 
 REPORT_VERSION = 2
-"""2: ``prediction``, ``subgraph_nodes`` and the nodes' ``note`` (issue 30)."""
+"""2: ``prediction``, ``subgraph_nodes`` and the nodes' ``note`` (the fallback prediction)."""
 
 
 class _Model(BaseModel):

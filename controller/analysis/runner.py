@@ -5,7 +5,7 @@ the queued versions one at a time and analyses each in a child process
 (:mod:`controller.analysis.child`), then stores the reports (``done``) or the reason
 (``failed``). Why a child process (:mod:`controller.analysis.bounded_child`): the analysis is
 CPU-bound
-Python over an untrusted graph (issue 19: an 800 KB model once held a push for 533 s of one
+Python over an untrusted graph (an 800 KB model once held a push for 533 s of one
 core). In a child it does not hold the server's GIL, shutdown does not wait for it (``stop``
 kills it), and a run longer than ``timeout_s`` is killed and recorded as failed, the reason
 naming ``--analysis-timeout``.

@@ -7,7 +7,7 @@ included: :mod:`controller.analysis.onnx_walk`). This is the second wall, for th
 parser or runtime can be talked into opening a file: the analysis and reference children run
 confined (:func:`confine`), so the controller's data directory (the fleet signing key, tokens, the
 database when it is SQLite) and anything else outside the allowed roots cannot be opened, read,
-listed or written by them, whatever the model says (issue 29 N1).
+listed or written by them, whatever the model says.
 
 Landlock needs no privilege (Linux >= 5.13, enabled in the kernel's LSM list); rights are granted
 per directory tree and a process can only ever drop them. The rules allow reading (and mapping

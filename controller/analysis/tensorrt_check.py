@@ -1,9 +1,9 @@
 """Adapter for ``tensorrt``: the installed ONNX parser's own partitioning, as ground truth.
 
 Where ``import tensorrt`` works, ``parser.supports_model_v2`` (TensorRT >= 10.1; ``supports_model``
-before) says which node groups the parser would take (tensorrt-notes.md §2.2). The static table
-is then checked against it and every node where the two disagree is listed. The only module of
-:mod:`controller.analysis` that imports TensorRT; :func:`compare` is pure.
+before) says which node groups the parser would take (docs/tensorrt.md#parser-support-queries). The
+static table is then checked against it and every node where the two disagree is listed. The only
+module of :mod:`controller.analysis` that imports TensorRT; :func:`compare` is pure.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from fastapi import FastAPI
 
 from controller.api.error_bodies import ErrorBody
 from controller.auth.policy import device_rule, required_role
+from controller.records.rollouts import Operation
 
 _G, _P, _U, _D, _H = "GET", "POST", "PUT", "DELETE", "HEAD"
 _V1 = "/api/v1"
@@ -41,9 +42,9 @@ ROUTE_ERRORS: Mapping[tuple[str, str], frozenset[int]] = {
         (_G, f"{_V1}/devices", ()),
         (_G, f"{_V1}/devices/{{device_id}}", (404,)),
         (_U, f"{_V1}/devices/{{device_id}}/labels", (400, 404)),
-        (_P, f"{_V1}/devices/{{device_id}}/accept-class", (400, 404)),
-        (_G, f"{_V1}/devices/{{device_id}}/telemetry", ()),
-        (_G, f"{_V1}/devices/{{device_id}}/events", ()),
+        (_P, f"{_V1}/devices/{{device_id}}/accept-class", (400, 404, 409)),
+        (_G, f"{_V1}/devices/{{device_id}}/telemetry", (404,)),
+        (_G, f"{_V1}/devices/{{device_id}}/events", (404,)),
         (_G, f"{_V1}/ingest", ()),
         # models (app.py)
         (_U, f"{_V1}/models/{{name}}/versions/{{version}}", (400, 409, 413, 422)),
@@ -76,18 +77,21 @@ ROUTE_ERRORS: Mapping[tuple[str, str], frozenset[int]] = {
         (_U, f"{_V1}/engines/{{key}}/failure", (400, 403)),
         (_G, f"{_V1}/engines/{{key}}/failure", (400, 404)),
         (_D, f"{_V1}/engines/{{key}}/failure", (400, 404)),
+        # agent releases (routes_agents.py)
+        (_P, f"{_V1}/agent/releases", (400, 409, 413)),
+        (_G, f"{_V1}/agent/releases", ()),
         # rollouts (routes_rollouts.py)
         (_P, f"{_V1}/rollouts", (400, 404, 409)),
         (_G, f"{_V1}/rollouts", ()),
         (_G, f"{_V1}/rollouts/{{rollout_id}}", (404,)),
-        (_G, f"{_V1}/rollouts/{{rollout_id}}/audit", ()),
-        (_P, f"{_V1}/rollouts/{{rollout_id}}/{{op}}", (404, 409)),
+        (_G, f"{_V1}/rollouts/{{rollout_id}}/audit", (404,)),
+        *((_P, f"{_V1}/rollouts/{{rollout_id}}/{op.value}", (404, 409)) for op in Operation),
         # jobs (routes_jobs.py)
-        (_P, f"{_V1}/devices/{{device_id}}/profile", (400, 404)),
+        (_P, f"{_V1}/devices/{{device_id}}/profile", (400, 404, 409)),
         (_P, f"{_V1}/tune", (400, 404)),
         (_G, f"{_V1}/jobs", ()),
         (_G, f"{_V1}/jobs/{{job_id}}", (404,)),
-        (_P, f"{_V1}/jobs/{{job_id}}/cancel", (400, 404)),
+        (_P, f"{_V1}/jobs/{{job_id}}/cancel", (404, 409)),
         (_G, f"{_V1}/models/{{name}}/versions/{{version}}/profiles", (404,)),
         # enrolment (routes_enrol.py): EnrolmentRefused carries 401/403/409/410
         (_P, f"{_V1}/enroll", (400, 401, 403, 409, 410, 429)),

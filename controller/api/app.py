@@ -6,6 +6,7 @@ from fastapi import APIRouter, FastAPI, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse, StreamingResponse
+from starlette.exceptions import HTTPException
 
 from controller.analysis.report import AnalysisReport
 from controller.api.answers import (
@@ -28,7 +29,18 @@ from controller.api.convert import (
     version_out,
 )
 from controller.api.error_bodies import validation_error_response
-from controller.api.error_status import controller_error_response
+from controller.api.error_status import allow_every_method, controller_error_response
+from controller.api.params import (
+    ConfigNamePath,
+    DeviceIdPath,
+    DeviceIdQuery,
+    ModelNamePath,
+    ScopeQuery,
+    Sha256Path,
+    Sha256Query,
+    VersionPath,
+)
+from controller.api.routes_agents import agents_router
 from controller.api.routes_engines import engines_router
 from controller.api.routes_enrol import enrol_router
 from controller.api.routes_health import health_router
@@ -79,6 +91,7 @@ def create_app(services: Services) -> FastAPI:
 
     app.add_exception_handler(ControllerError, controller_error_response)
     app.add_exception_handler(RequestValidationError, validation_error_response)
+    app.add_exception_handler(HTTPException, allow_every_method)
 
     @app.get("/healthz")
     def healthz() -> Health:
@@ -96,6 +109,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(_configs(services), prefix="/api/v1")
     app.include_router(engines_router(services), prefix="/api/v1")
     app.include_router(rollouts_router(services), prefix="/api/v1")
+    app.include_router(agents_router(services), prefix="/api/v1")
     app.include_router(jobs_router(services), prefix="/api/v1")
     app.include_router(enrol_router(services), prefix="/api/v1")
     app.include_router(health_router(services))
@@ -114,11 +128,11 @@ def _devices(services: Services) -> APIRouter:
         return [device_out(d) for d in services.repo.devices()]
 
     @router.get("/devices/{device_id}")
-    def show_device(device_id: str) -> DeviceOut:
+    def show_device(device_id: DeviceIdPath) -> DeviceOut:
         return device_out(services.repo.device(device_id))
 
     @router.put("/devices/{device_id}/labels")
-    def set_device_labels(device_id: str, body: DeviceLabelsIn) -> DeviceOut:
+    def set_device_labels(device_id: DeviceIdPath, body: DeviceLabelsIn) -> DeviceOut:
         """Replace the device's labels with the body's whole set (the operator's word; what the
         device reports is ignored)."""
         try:
@@ -129,20 +143,20 @@ def _devices(services: Services) -> APIRouter:
         return device_out(services.repo.device(device_id))
 
     @router.post("/devices/{device_id}/accept-class")
-    def accept_device_class(device_id: str) -> DeviceOut:
-        """Pin the device to the hardware class it reports now (engine uploads: issue 29 N6)."""
+    def accept_device_class(device_id: DeviceIdPath) -> DeviceOut:
+        """Pin the device to the hardware class it reports now (who may upload engines for it)."""
         services.repo.accept_class(device_id)
         return device_out(services.repo.device(device_id))
 
     @router.get("/devices/{device_id}/telemetry")
     def device_telemetry(
-        device_id: str, limit: int = Query(default=50, ge=1, le=10_000)
+        device_id: DeviceIdPath, limit: int = Query(default=50, ge=1, le=10_000)
     ) -> list[TelemetrySampleOut]:
         return [telemetry_out(t) for t in services.repo.telemetry(device_id, limit)]
 
     @router.get("/devices/{device_id}/events")
     def device_events(
-        device_id: str, limit: int = Query(default=50, ge=1, le=10_000)
+        device_id: DeviceIdPath, limit: int = Query(default=50, ge=1, le=10_000)
     ) -> list[EventOut]:
         return [event_out(e) for e in services.repo.events(device_id, limit)]
 
@@ -164,8 +178,8 @@ def _models(services: Services) -> APIRouter:
         openapi_extra=raw_body("application/octet-stream"),
     )
     async def upload_version(
-        name: str,
-        version: str,
+        name: ModelNamePath,
+        version: VersionPath,
         request: Request,
         response: Response,
         shape: list[str] = SHAPE_QUERY,
@@ -195,7 +209,9 @@ def _models(services: Services) -> APIRouter:
         "/models/{name}/versions/{version}/reference",
         openapi_extra=raw_body("application/x-npz", "application/octet-stream"),
     )
-    async def put_reference(name: str, version: str, request: Request) -> ArtifactRef:
+    async def put_reference(
+        name: ModelNamePath, version: VersionPath, request: Request
+    ) -> ArtifactRef:
         """Upload reference outputs (NPZ: ``input:<name>``/``output:<name>``, first axis = case)."""
         body = await _body_within(request, services.store.max_upload_bytes)
         return await run_in_threadpool(catalog.set_reference, name, version, body)
@@ -205,15 +221,17 @@ def _models(services: Services) -> APIRouter:
         return [model_out(name, versions) for name, versions in catalog.models().items()]
 
     @router.get("/models/{name}")
-    def show_model(name: str) -> ModelOut:
+    def show_model(name: ModelNamePath) -> ModelOut:
         return model_out(name, catalog.model(name))
 
     @router.get("/models/{name}/versions/{version}")
-    def show_version(name: str, version: str) -> ModelVersionOut:
+    def show_version(name: ModelNamePath, version: VersionPath) -> ModelVersionOut:
         return version_out(catalog.version(name, version))
 
     @router.get("/models/{name}/versions/{version}/analysis")
-    def show_analysis(name: str, version: str, trt: str = "10.1") -> AnalysisReport:
+    def show_analysis(
+        name: ModelNamePath, version: VersionPath, trt: str = "10.1"
+    ) -> AnalysisReport:
         """The static delegate analysis for TensorRT parser ``trt`` (it runs after the push:
         409 while the version's ``analysis_state`` is pending, 404 when it failed)."""
         return catalog.analysis(name, version, trt)
@@ -251,7 +269,7 @@ def _configs(services: Services) -> APIRouter:
     configs = services.configs
 
     @router.put("/configs/{name}")
-    def put_config(name: str, layer: ConfigLayerIn) -> ConfigChange:
+    def put_config(name: ConfigNamePath, layer: ConfigLayerIn) -> ConfigChange:
         """Create or replace one layer; slots using the config are re-resolved and republished."""
         return config_change_out(services.fleet.put_config(name, layer.scope, layer.values))
 
@@ -260,21 +278,23 @@ def _configs(services: Services) -> APIRouter:
         return [config_out(c) for c in configs.all()]
 
     @router.get("/configs/{name}")
-    def show_config(name: str) -> ConfigOut:
+    def show_config(name: ConfigNamePath) -> ConfigOut:
         return config_out(configs.show(name))
 
     @router.delete("/configs/{name}")
-    def delete_config(name: str, scope: str | None = None) -> ConfigChange:
+    def delete_config(name: ConfigNamePath, scope: ScopeQuery = None) -> ConfigChange:
         """Delete the layer ``scope`` (or, without it, every layer) and republish its users."""
         return config_change_out(services.fleet.delete_config(name, scope))
 
     @router.get("/configs/{name}/resolve")
-    def resolve_config(name: str, device: str, model: str) -> ResolvedConfigOut:
+    def resolve_config(
+        name: ConfigNamePath, device: DeviceIdQuery, model: str
+    ) -> ResolvedConfigOut:
         """The effective config of ``model`` (N or N:V) on ``device`` under config ``name``."""
         return resolved_out(configs.resolve(name, device, model))
 
     @router.get("/devices/{device_id}/resolve")
-    def resolve_slot(device_id: str, model: str) -> ResolvedConfigOut:
+    def resolve_slot(device_id: DeviceIdPath, model: str) -> ResolvedConfigOut:
         """Like /configs/{name}/resolve with the config the device's slot names (or none)."""
         return resolved_out(configs.resolve(None, device_id, model))
 
@@ -291,7 +311,7 @@ def _artifacts(services: Services) -> APIRouter:
         openapi_extra=raw_body("application/octet-stream"),
     )
     async def upload_artifact(
-        request: Request, response: Response, sha256: str | None = None
+        request: Request, response: Response, sha256: Sha256Query = None
     ) -> ArtifactOut:
         """Store the raw request body (an engine, a calibration cache) content-addressed."""
         engines = services.engines
@@ -317,7 +337,7 @@ def _artifacts(services: Services) -> APIRouter:
         responses=DOWNLOAD_RESPONSES,
         openapi_extra=RANGE_PARAMETER,
     )
-    def download_artifact(sha256: str, request: Request) -> Response:
+    def download_artifact(sha256: Sha256Path, request: Request) -> Response:
         """The artifact's bytes; honours a single ``Range: bytes=...``. With
         ``--artifact-redirect``, a 307 to a presigned URL of the object store instead (send
         the same ``Range`` there)."""
@@ -330,7 +350,7 @@ def _artifacts(services: Services) -> APIRouter:
         responses=HEAD_RESPONSES,
         openapi_extra=RANGE_PARAMETER,
     )
-    def artifact_headers(sha256: str, request: Request) -> Response:
+    def artifact_headers(sha256: Sha256Path, request: Request) -> Response:
         """Size and range support of an artifact, without its bytes."""
         return _artifact_response(sha256, request)
 
@@ -379,5 +399,5 @@ async def _body_within(request: Request, limit: int) -> bytes:
 
 def _kind(url: str) -> str:
     """``postgresql`` or ``sqlite``: anyone may ask /healthz, so it names no host, path or
-    user (issue 29: it told the database and broker URLs)."""
+    user (it used to tell the database and broker URLs)."""
     return url.split(":", 1)[0].split("+", 1)[0]

@@ -65,6 +65,8 @@ def device_out(d: DeviceRecord) -> DeviceOut:
         class_changed=None not in (reported_class, d.pinned_class)
         and reported_class != d.pinned_class,
         serve_url=d.serve_url,
+        agent_version=d.agent_version,
+        agent_update=d.agent_update,
     )
 
 

@@ -1,7 +1,7 @@
 """Error bodies that quote the request only in short: a 20 KB name makes a short 404.
 
 Messages name what was asked for (``unknown model '<name>'``) and FastAPI's validation errors
-echo the offending ``input``; a 20 KB model name made a 20 KB body (issue 19). Rather than trust
+echo the offending ``input``; a 20 KB model name made a 20 KB body. Rather than trust
 every message site to shorten what it quotes, every 4xx body passes through here once: a run
 of more than :data:`ECHO_CHARS` non-blank characters (a quoted name, a path, a value) keeps its
 first :data:`ECHO_CHARS` and says how long it was, and a whole message keeps at most

@@ -8,7 +8,10 @@ handler of :class:`~controller.errors.ControllerError`); the OpenAPI answers per
 from __future__ import annotations
 
 from fastapi import Request, Response
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.routing import Match, Route
 
 from controller.api.error_bodies import clip_echoes
 from controller.artifacts.store import UploadTooLarge
@@ -56,3 +59,19 @@ async def controller_error_response(_request: Request, exc: Exception) -> Respon
         headers["Retry-After"] = f"{exc.retry_after_s:.0f}"
     detail = str(exc) if status >= 500 else clip_echoes(str(exc))
     return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+
+
+async def allow_every_method(request: Request, exc: Exception) -> Response:
+    """Starlette's answer to an HTTP error, with a 405's ``Allow`` naming every method of the
+    path: each method is its own route, and Starlette names only the first route's."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 405:
+        scope = {**request.scope, "method": ""}  # any method: which routes take this path?
+        methods = {
+            method
+            for route in request.app.router.routes
+            if isinstance(route, Route) and route.methods and route.matches(scope)[0] != Match.NONE
+            for method in route.methods
+        }
+        exc.headers = {**(exc.headers or {}), "Allow": ", ".join(sorted(methods))}
+    return await http_exception_handler(request, exc)

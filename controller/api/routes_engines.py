@@ -8,6 +8,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
+from controller.api.params import (
+    DeviceIdQuery,
+    EngineKeyPath,
+    MaybeTuningQuery,
+    TuningQuery,
+)
 from controller.api.schemas_engines import (
     ApproveIn,
     EngineOut,
@@ -51,7 +57,7 @@ def engines_router(services: Services) -> APIRouter:
         },
     )
     def put_engine(
-        key: str, manifest: EngineManifest, request: Request, response: Response
+        key: EngineKeyPath, manifest: EngineManifest, request: Request, response: Response
     ) -> EngineManifest:
         """Store a built engine's manifest (its bytes first go to POST /artifacts). A device may
         store one only for its own validity key and hardware class."""
@@ -62,7 +68,7 @@ def engines_router(services: Services) -> APIRouter:
 
     @router.get("/engines/{key}")
     def get_engine(
-        key: str, request: Request, response: Response, tuning: str | None = None
+        key: EngineKeyPath, request: Request, response: Response, tuning: MaybeTuningQuery = None
     ) -> EngineManifest:
         """The manifest tuned under ``tuning`` when stored, else another tuning of the engine;
         the ``Jetfleet-Tuning-Match`` header says which (exact, other, any). A device gets only
@@ -72,18 +78,20 @@ def engines_router(services: Services) -> APIRouter:
         return manifest
 
     @router.put("/engines/{key}/failure")
-    def report_build_failure(key: str, report: BuildFailure, request: Request) -> BuildFailureOut:
+    def report_build_failure(
+        key: EngineKeyPath, report: BuildFailure, request: Request
+    ) -> BuildFailureOut:
         """TensorRT could not build this engine for reasons of the model: its twins serve the
         version on ONNX Runtime without building (a device reports only for its own validity)."""
         return engines.report_failure(key, report, uploader_of(request))
 
     @router.get("/engines/{key}/failure")
-    def get_build_failure(key: str) -> BuildFailureOut:
+    def get_build_failure(key: EngineKeyPath) -> BuildFailureOut:
         """Why TensorRT could not build this engine, if that is known (404 otherwise)."""
         return engines.failure(key)
 
     @router.delete("/engines/{key}/failure", status_code=204)
-    def forget_build_failure(key: str) -> Response:
+    def forget_build_failure(key: EngineKeyPath) -> Response:
         """Forget a failed build: the twins try TensorRT again."""
         engines.forget_failure(key)
         return Response(status_code=204)
@@ -94,7 +102,7 @@ def engines_router(services: Services) -> APIRouter:
         return [engine_out(e) for e in engines.entries()]
 
     @router.post("/engines/{key}/approve")
-    def approve_engine(key: str, body: ApproveIn, request: Request) -> EngineOut:
+    def approve_engine(key: EngineKeyPath, body: ApproveIn, request: Request) -> EngineOut:
         """Share a device's build with its twins (approval mode)."""
         return engine_out(engines.approve(key, body.tuning, principal_of(request).name))
 
@@ -110,13 +118,15 @@ def engines_router(services: Services) -> APIRouter:
         return trust_out(entry)
 
     @router.post("/engines/{key}/lease")
-    def take_lease(key: str, request: LeaseRequest) -> LeaseOut:
+    def take_lease(key: EngineKeyPath, request: LeaseRequest) -> LeaseOut:
         """Ask to be the one device that builds ``key`` under the body's tuning (renews the
         caller's own lease)."""
         return engines.lease(key, request)
 
     @router.delete("/engines/{key}/lease", status_code=204)
-    def release_lease(key: str, device_id: str, tuning: str = "default") -> Response:
+    def release_lease(
+        key: EngineKeyPath, device_id: DeviceIdQuery, tuning: TuningQuery = "default"
+    ) -> Response:
         engines.release(key, device_id, tuning)
         return Response(status_code=204)
 

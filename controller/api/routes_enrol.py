@@ -18,9 +18,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from controller.api.params import DeviceIdPath
 from controller.services import Services
 from controller.trust.enrolment import DEFAULT_EXPIRY, MAX_EXPIRY, EnrolmentRefused
 from controller.trust.enrolment_rate import RateLimiter, SharedRateLimiter, retry_after_header
+from controller.trust.labels import LABELS_SCHEMA
+from shared.topics import DEVICE_ID_PATTERN
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +35,10 @@ class EnrolIn(BaseModel):
 
     token: str = Field(max_length=200, description="The one-time enrolment token.")
     device_id: str | None = Field(
-        default=None, max_length=64, description="Required unless the token names the device."
+        default=None,
+        max_length=64,
+        description="Required unless the token names the device.",
+        json_schema_extra={"pattern": DEVICE_ID_PATTERN},
     )
     labels: dict[str, str] = Field(
         default_factory=dict,
@@ -63,11 +69,15 @@ class EnrolTokenIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict, json_schema_extra=LABELS_SCHEMA)
     expires_in_s: float = Field(
-        default=DEFAULT_EXPIRY.total_seconds(), gt=0, le=MAX_EXPIRY.total_seconds()
+        default=DEFAULT_EXPIRY.total_seconds(), ge=1, le=MAX_EXPIRY.total_seconds()
     )
-    device_id: str | None = Field(default=None, description="Only this device may enrol.")
+    device_id: str | None = Field(
+        default=None,
+        description="Only this device may enrol.",
+        json_schema_extra={"pattern": DEVICE_ID_PATTERN},
+    )
 
 
 class EnrolTokenOut(BaseModel):
@@ -162,7 +172,7 @@ def enrol_router(services: Services) -> APIRouter:
         return [DeviceIdentityOut(**i.as_json()) for i in enrolment.identities()]
 
     @router.post("/devices/{device_id}/revoke")
-    def revoke_device(device_id: str) -> DeviceIdentityOut:
+    def revoke_device(device_id: DeviceIdPath) -> DeviceIdentityOut:
         """Remove the device's broker access at once and revoke its API token."""
         return DeviceIdentityOut(**enrolment.revoke(device_id).as_json())
 

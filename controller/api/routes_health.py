@@ -13,13 +13,17 @@ from typing import Any
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel
 
+from controller.api.params import DeviceIdPath, LabelFilterQuery
 from controller.dashboard.routes import dashboard_router
 from controller.dashboard.view import FleetView, filter_rows, health_counts
 from controller.db.telemetry_reads import METRICS, ROLLUPS
 from controller.errors import DatabaseError
 from controller.services import Services
+from shared.timestamps import Timestamp
 
 PROMETHEUS_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+SOURCES = ("raw", "rollup", "auto")
+"""Where a series is read from: samples, minute rollups, or whichever covers the range."""
 
 
 class FleetSummary(BaseModel):
@@ -62,9 +66,7 @@ def health_router(services: Services) -> APIRouter:
         return view
 
     @router.get("/api/v1/fleet/summary", tags=["health"])
-    def fleet_summary(
-        health: str | None = None, label: str | None = Query(default=None, examples=["site=a"])
-    ) -> FleetSummary:
+    def fleet_summary(health: str | None = None, label: LabelFilterQuery = None) -> FleetSummary:
         """Counts per health state and every device (filter by ``health`` and ``label=k=v``)."""
         v = need_view()
         rows = v.rows()
@@ -77,20 +79,30 @@ def health_router(services: Services) -> APIRouter:
         )
 
     @router.get("/api/v1/devices/{device_id}/health", tags=["health"])
-    def device_health(device_id: str) -> dict[str, Any]:
+    def device_health(device_id: DeviceIdPath) -> dict[str, Any]:
         """One device's health, reasons and latest vitals."""
         return need_view().row(device_id).as_json()
 
     @router.get("/api/v1/devices/{device_id}/series", tags=["health"])
     def device_series(
-        device_id: str,
-        metric: str = Query(description=f"One of: {', '.join(METRICS)}"),
-        since: datetime | None = None,
-        until: datetime | None = None,
+        device_id: DeviceIdPath,
+        metric: str = Query(
+            description=f"One of: {', '.join(METRICS)}", json_schema_extra={"enum": list(METRICS)}
+        ),
+        since: Timestamp | None = None,
+        until: Timestamp | None = None,
         window_s: float = Query(default=3600, gt=0, description="Range when 'since' is absent."),
         step: float = Query(default=60, gt=0, description="Seconds per point."),
-        rollup: str = Query(default="avg", description=f"One of: {', '.join(ROLLUPS)}"),
-        source: str = Query(default="auto", description="raw, rollup or auto."),
+        rollup: str = Query(
+            default="avg",
+            description=f"One of: {', '.join(ROLLUPS)}",
+            json_schema_extra={"enum": list(ROLLUPS)},
+        ),
+        source: str = Query(
+            default="auto",
+            description="raw, rollup or auto.",
+            json_schema_extra={"enum": list(SOURCES)},
+        ),
     ) -> Series:
         """A metric of one device, bucketed by ``step`` and aggregated by ``rollup``."""
         v = need_view()

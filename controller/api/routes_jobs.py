@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
+from controller.api.params import DeviceIdPath, JobIdPath, ModelNamePath, VersionPath
 from controller.errors import ControllerError
 from controller.jobs.schemas import DeviceProfileOut, JobOut, ProfileRequest, TuneRequest
 from controller.jobs.service import JobService
@@ -20,7 +21,7 @@ def jobs_router(services: Services) -> APIRouter:
         return services.jobs
 
     @router.post("/devices/{device_id}/profile", status_code=201)
-    def profile_device(device_id: str, body: ProfileRequest) -> JobOut:
+    def profile_device(device_id: DeviceIdPath, body: ProfileRequest) -> JobOut:
         """Ask the device to profile the active engine of a model it serves."""
         return service().profile(device_id, body)
 
@@ -39,16 +40,16 @@ def jobs_router(services: Services) -> APIRouter:
         return service().find(device, model, kind, limit)
 
     @router.get("/jobs/{job_id}")
-    def show_job(job_id: str) -> JobOut:
+    def show_job(job_id: JobIdPath) -> JobOut:
         """The job with its progress so far and, once finished, its result."""
         return service().get(job_id)
 
     @router.post("/jobs/{job_id}/cancel")
-    def cancel_job(job_id: str) -> JobOut:
+    def cancel_job(job_id: JobIdPath) -> JobOut:
         return service().cancel(job_id)
 
     @router.get("/models/{name}/versions/{version}/profiles")
-    def version_profiles(name: str, version: str) -> list[DeviceProfileOut]:
+    def version_profiles(name: ModelNamePath, version: VersionPath) -> list[DeviceProfileOut]:
         """The newest on-device profile of the version per device (next to its analysis)."""
         return service().profiles(name, version)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import APIRouter, Query, Request
 
 from controller.auth.routes import principal_of
@@ -17,6 +19,7 @@ from controller.rollouts.schemas import (
 )
 from controller.rollouts.service import RolloutService
 from controller.services import Services
+from shared.agent_releases import AGENT_ARTIFACT_NAME
 
 
 def rollouts_router(services: Services) -> APIRouter:
@@ -36,7 +39,12 @@ def rollouts_router(services: Services) -> APIRouter:
     @router.post("/rollouts", status_code=201)
     def create_rollout(body: RolloutCreate, request: Request) -> RolloutOut:
         """Snapshot the targets, plan the waves and start the rollout."""
-        spec = RolloutSpec.model_validate(body.model_dump(exclude={"actor", "strict"}))
+        fields = body.model_dump(exclude={"actor", "strict"})
+        if body.kind == "agent":
+            fields["model"] = body.model or AGENT_ARTIFACT_NAME
+        elif body.model is None:
+            raise InvalidInput("a model rollout names its model")
+        spec = RolloutSpec.model_validate(fields)
         warnings = service().delegation_warnings(spec)
         if warnings and body.strict:
             raise InvalidInput("refused (strict): " + "; ".join(warnings))
@@ -58,11 +66,23 @@ def rollouts_router(services: Services) -> APIRouter:
         """Every transition of the rollout and its devices, oldest first."""
         return [audit_out(e) for e in service().audit(rollout_id, limit)]
 
-    @router.post("/rollouts/{rollout_id}/{op}")
-    def operate(
-        rollout_id: str, op: Operation, request: Request, actor: str = "operator"
-    ) -> RolloutOut:
-        """pause | resume | abort | rollback | retry (409 naming the state it needs)."""
-        return rollout_out(service().request(rollout_id, op, actor_of(request, actor)))
+    def operation(op: Operation) -> Callable[..., RolloutOut]:
+        def operate(rollout_id: str, request: Request, actor: str = "operator") -> RolloutOut:
+            return rollout_out(service().request(rollout_id, op, actor_of(request, actor)))
 
+        operate.__doc__ = f"{op.value.capitalize()} the rollout (409 naming the state it needs)."
+        return operate
+
+    # One route per operation, not one ``{op}`` route: ``POST .../audit`` then answers 405
+    # (``Allow: GET``) as for any other method a path does not take, not a 422 about ``op``.
+    for op in Operation:
+        router.add_api_route(
+            f"/rollouts/{{rollout_id}}/{op.value}",
+            operation(op),
+            methods=["POST"],
+            name=f"{op.value}_rollout",
+            response_model=RolloutOut,
+        )
+
+    return router
     return router

@@ -13,10 +13,34 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from controller.fleet.config_layers import SCOPE_PATTERN
+from controller.fleet.selectors import SELECTOR_PATTERN
+from controller.trust.labels import LABELS_SCHEMA
+from shared.agent_releases import AgentUpdateStatus
 from shared.delegate import DelegateConfig
 from shared.facts import DeviceFacts
 from shared.messages import SlotStatus
 from shared.telemetry import ModelStats
+from shared.topics import DEVICE_ID_PATTERN
+from shared.wire_model import MODEL_NAME_PATTERN, VERSION_PATTERN
+
+
+def rule(pattern: str) -> dict[str, Any]:
+    """``json_schema_extra`` declaring the pattern a field's server-side check uses."""
+    return {"pattern": pattern}
+
+
+SELECTOR = rule(SELECTOR_PATTERN)
+ONE_TARGET = ConfigDict(
+    extra="forbid",
+    json_schema_extra={
+        "oneOf": [
+            {"properties": {"device": {"type": "string"}}, "required": ["device"]},
+            {"properties": {"selector": {"type": "string"}}, "required": ["selector"]},
+        ]
+    },
+)
+"""A body that targets exactly one of ``device`` and ``selector`` (the other absent or null)."""
 
 
 class ApiModel(BaseModel):
@@ -146,26 +170,38 @@ class DeviceOut(ApiModel):
         "are refused until an operator accepts the change.",
     )
     serve_url: str | None
+    agent_version: str | None = Field(
+        default=None, description="The agent release it last reported running."
+    )
+    agent_update: AgentUpdateStatus | None = Field(
+        default=None, description="Its latest agent update (phase, release, error)."
+    )
 
 
 class DeviceLabelsIn(ApiModel):
     """PUT /api/v1/devices/{id}/labels: the device's whole label set (``{}`` clears it)."""
 
     labels: dict[str, str] = Field(
-        description="What selectors match the device by; devices cannot set their own."
+        description="What selectors match the device by; devices cannot set their own.",
+        json_schema_extra=LABELS_SCHEMA,
     )
 
 
 class DeployRequest(ApiModel):
     """POST /api/v1/deployments: a model version to one device or to a label selector."""
 
-    model: str
-    version: str
-    device: str | None = None
-    selector: str | None = Field(default=None, description="k=v[,k2=v2]; all must match.")
+    model_config = ONE_TARGET
+
+    model: str = Field(json_schema_extra=rule(MODEL_NAME_PATTERN))
+    version: str = Field(json_schema_extra=rule(VERSION_PATTERN))
+    device: str | None = Field(default=None, json_schema_extra=rule(DEVICE_ID_PATTERN))
+    selector: str | None = Field(
+        default=None, description="k=v[,k2=v2]; all must match.", json_schema_extra=SELECTOR
+    )
     delegate: DelegateConfig | None = None
     config: str | None = Field(
         default=None,
+        json_schema_extra=rule(MODEL_NAME_PATTERN),
         description="Named delegate config, resolved per target device (instead of delegate).",
     )
 
@@ -173,9 +209,11 @@ class DeployRequest(ApiModel):
 class UndeployRequest(ApiModel):
     """POST /api/v1/deployments/remove: drop the slot of ``model`` from the targets."""
 
-    model: str
-    device: str | None = None
-    selector: str | None = None
+    model_config = ONE_TARGET
+
+    model: str = Field(json_schema_extra=rule(MODEL_NAME_PATTERN))
+    device: str | None = Field(default=None, json_schema_extra=rule(DEVICE_ID_PATTERN))
+    selector: str | None = Field(default=None, json_schema_extra=SELECTOR)
 
 
 class DeviceChange(ApiModel):
@@ -231,7 +269,10 @@ class Health(ApiModel):
 class ConfigLayerIn(ApiModel):
     """PUT /api/v1/configs/{name}: one layer's scope and partial DelegateConfig values."""
 
-    scope: str = Field(description="default | class=<hardware class> | selector=k=v | device=ID")
+    scope: str = Field(
+        description="default | class=<hardware class> | selector=k=v | device=ID",
+        json_schema_extra=rule(SCOPE_PATTERN),
+    )
     values: dict[str, Any] = Field(default_factory=dict, description="DelegateConfig fields.")
 
 

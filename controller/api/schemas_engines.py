@@ -9,7 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from controller.artifacts.engines import EngineEntry
 from controller.trust.engine_trust import EngineStatus, TrustEntry, TrustMode, UploaderKind
+from shared.engine_keys import MAX_TUNING, TUNING_PATTERN
 from shared.engines import EngineManifest
+from shared.hardware_class import HARDWARE_CLASS_PATTERN
 
 
 class EngineOut(EngineManifest):
@@ -55,7 +57,8 @@ class ApproveIn(_Body):
 
     tuning: str | None = Field(
         default=None,
-        max_length=128,
+        max_length=MAX_TUNING,
+        json_schema_extra={"pattern": TUNING_PATTERN},
         description="The tuning tag of the build to approve; may be left out when the engine "
         "key is stored under one tuning only.",
     )
@@ -66,6 +69,7 @@ class TrustIn(_Body):
 
     hardware_class: str = Field(
         max_length=128,
+        json_schema_extra={"pattern": HARDWARE_CLASS_PATTERN},
         description="e.g. jetson-orin-nano-8gb/jp6.2, or default for every class without its own.",
     )
     mode: TrustMode = Field(

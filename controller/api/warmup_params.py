@@ -3,7 +3,7 @@
 ``PUT /api/v1/models/{name}/versions/{version}?shape=input=1x512&value=sr=16000`` (each
 repeatable) and ``inputs_sha256=<sha256>`` (a sample-inputs NPZ uploaded first with
 ``POST /api/v1/artifacts``): the shapes and values reference outputs are computed with and
-stored with the version (issue 16, item 4). Kept apart from the route so other upload kinds
+stored with the version. Kept apart from the route so other upload kinds
 can share it.
 """
 
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from fastapi import Query
 
+from controller.api.params import rule
 from controller.errors import InvalidInput
 from shared.warmup_inputs import WarmupSpec, WarmupSpecError, spec_from_options
+from shared.wire_model import SHA256_PATTERN
 
 SHAPE_QUERY = Query(
     default=[],
@@ -26,6 +28,7 @@ VALUE_QUERY = Query(
 )
 INPUTS_QUERY = Query(
     default=None,
+    json_schema_extra=rule(SHA256_PATTERN),
     description="sha256 of a sample-inputs NPZ artifact (arrays named after the inputs, "
     "optionally with a leading case axis), used instead of random inputs.",
 )

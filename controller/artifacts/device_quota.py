@@ -1,4 +1,4 @@
-"""How many bytes one device may upload to the artifact store in a day (pure; issue 29).
+"""How many bytes one device may upload to the artifact store in a day (pure).
 
 A device token may POST artifacts (its engine builds, before their manifests). Before this quota
 nothing bounded how much: one gateway credential could fill the controller's disk or object

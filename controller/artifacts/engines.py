@@ -1,4 +1,6 @@
-"""The engine store: artifact uploads, engine manifests and build leases (ARCHITECTURE.md §4).
+"""The engine store: artifact uploads, engine manifests and build leases.
+
+Engine keys and tuning tags: docs/architecture.md#engine-identity.
 
 Agents upload a built engine's bytes (``POST /api/v1/artifacts``), then its manifest
 (``PUT /api/v1/engines/{key}``); twins ``GET`` the manifest and download the artifact instead of
@@ -18,6 +20,7 @@ pull gets 404 (and a build lease at once), so it builds its own.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -45,7 +48,7 @@ from controller.trust.engine_trust import (
 )
 from controller.trust.signing import FleetSigner
 from shared.canonical import is_sha256_hex
-from shared.engine_keys import engine_key
+from shared.engine_keys import MAX_TUNING, TUNING_PATTERN, engine_key
 from shared.engines import (
     ArtifactOut,
     BuildFailure,
@@ -55,12 +58,13 @@ from shared.engines import (
     LeaseRequest,
 )
 from shared.facts import DeviceFacts
+from shared.topics import TopicError, check_device_id
 
 TuningMatch = Literal["exact", "other", "any"]
 """How a returned manifest relates to the asked tuning: tuned under it, under another one (no
 build for the asked tuning is stored yet), or no tuning was asked."""
 
-MAX_TUNING = 128
+_TUNING = re.compile(TUNING_PATTERN)
 
 
 def best_manifest(
@@ -290,6 +294,8 @@ class EngineStore:
         not get either.
         """
         _check_key(key)
+        _check_device(request.device_id)
+        _check_tuning(request.tuning)
         if self._not_shared_with(key, request):
             return LeaseOut(
                 engine_key=key,
@@ -319,7 +325,7 @@ class EngineStore:
             if s.manifest.tuning.label() == request.tuning
         )
 
-    # --- failed builds (issue 30) --------------------------------------------------------------
+    # --- failed builds, remembered per engine key ---------------------------------------------
 
     def report_failure(self, key: str, report: BuildFailure, uploader: Uploader) -> BuildFailureOut:
         """Remember that TensorRT could not build ``key``. A device reports only for its own
@@ -363,6 +369,7 @@ class EngineStore:
     def release(self, key: str, device_id: str, tuning: str = "default") -> None:
         """Release ``device_id``'s lease of (``key``, ``tuning``) (idempotent)."""
         _check_key(key)
+        _check_device(device_id)
         self._db.release_lease(key, device_id, _check_tuning(tuning))
 
 
@@ -371,10 +378,17 @@ def _check_key(key: str) -> None:
         raise InvalidInput(f"invalid engine key {key!r}: expected 64 lower-case hex digits")
 
 
+def _check_device(device_id: str) -> None:
+    try:
+        check_device_id(device_id)
+    except TopicError as exc:
+        raise InvalidInput(str(exc)) from exc
+
+
 def _check_tuning(tuning: str) -> str:
-    if not tuning or len(tuning) > MAX_TUNING or not tuning.isprintable():
+    if not _TUNING.fullmatch(tuning):
         raise InvalidInput(
-            f"invalid tuning tag {tuning[:40]!r}: expected 1 to {MAX_TUNING} printable "
+            f"invalid tuning tag {tuning[:40]!r}: expected 1 to {MAX_TUNING} printable ASCII "
             "characters, the TuningTag.label() of a power mode (e.g. 15W, MAXN+clocks, default)"
         )
     return tuning

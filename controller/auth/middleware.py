@@ -7,7 +7,7 @@ lease requests are read first (small JSON bodies) to check they name the token's
 Each mutating request gets one audit row, written when its status is known and before the
 response leaves, so a client that sees the answer can already read the row.
 
-While the database cannot be reached (issue 18: PostgreSQL restarting), a token cannot be
+While the database cannot be reached (PostgreSQL restarting, say), a token cannot be
 checked: the request is answered 503 with ``Retry-After`` (agents and the CLI retry 5xx), one
 WARNING line per :data:`UNAVAILABLE_LOG_EVERY_S` (before: an unhandled exception, a 500 and a
 traceback per request).
@@ -125,7 +125,7 @@ class AuthMiddleware:
             nonlocal started
             if message["type"] == "http.response.start" and not started:
                 started = True
-                await self._audit(scope, principal, int(message["status"]), {})
+                await self._audit(scope, principal, int(message["status"]), _route_detail(scope))
             await send(message)
 
         try:
@@ -177,6 +177,13 @@ class AuthMiddleware:
         entry = audit_entry(scope, principal, status, detail, self.access.now())
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self.access.record, entry)
+
+
+def _route_detail(scope: Scope) -> dict[str, Any]:
+    """What the route said of its request for the audit log (``request.state.audit_detail``:
+    e.g. the version and architecture of a pushed agent release)."""
+    detail = (scope.get("state") or {}).get("audit_detail")
+    return dict(detail) if isinstance(detail, dict) else {}
 
 
 def audit_entry(

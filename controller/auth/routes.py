@@ -9,19 +9,57 @@ from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
+from controller.auth.policy import ROLES
 from controller.auth.service import AccessControl
-from controller.auth.tokens import ANONYMOUS_ADMIN, Principal
+from controller.auth.tokens import ANONYMOUS_ADMIN, NAME_PATTERN, Principal
+from shared.timestamps import Timestamp
+from shared.topics import DEVICE_ID_PATTERN
+
+MAX_LIFETIME_S = 100 * 365 * 86400
+"""The longest ``expires_in_s`` a token may be given (a longer one is a never-expiring one)."""
 
 
 class TokenIn(BaseModel):
     """POST /api/v1/tokens."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        # a device token names its device; no other token names one
+        json_schema_extra={
+            "anyOf": [
+                {
+                    "properties": {"role": {"const": "device"}, "device_id": {"type": "string"}},
+                    "required": ["role", "device_id"],
+                },
+                {
+                    "properties": {
+                        "role": {"enum": [r for r in ROLES if r != "device"]},
+                        "device_id": {"type": "null"},
+                    },
+                },
+            ]
+        },
+    )
 
-    name: str = Field(examples=["ci-deployer"])
-    role: str = Field(examples=["operator"], description="viewer, operator, admin or device.")
-    device_id: str | None = Field(default=None, description="Required for role device.")
-    expires_in_s: float | None = Field(default=None, gt=0, description="None: never expires.")
+    name: str = Field(
+        examples=["ci-deployer"], json_schema_extra={"pattern": f"^{NAME_PATTERN.pattern}$"}
+    )
+    role: str = Field(
+        examples=["operator"],
+        description="viewer, operator, admin or device.",
+        json_schema_extra={"enum": list(ROLES)},
+    )
+    device_id: str | None = Field(
+        default=None,
+        description="Required for role device.",
+        json_schema_extra={"pattern": DEVICE_ID_PATTERN},
+    )
+    expires_in_s: float | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_LIFETIME_S,
+        description="Seconds until it expires (at least 1, at most 100 years); None: never.",
+    )
 
 
 class TokenOut(BaseModel):
@@ -99,7 +137,7 @@ def auth_router(access: AccessControl) -> APIRouter:
 
     @router.get("/audit")
     async def audit(
-        since: datetime | None = None,
+        since: Timestamp | None = None,
         actor: str | None = None,
         limit: int = Query(default=100, ge=1, le=10_000),
     ) -> list[AuditOut]:

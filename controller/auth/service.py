@@ -30,6 +30,7 @@ from controller.auth.tokens import (
 from controller.db.schema import utcnow
 from controller.db.token_store import TOUCH_EVERY, AuditRecord, TokenStore
 from controller.errors import ControllerError, InvalidInput
+from shared.topics import TopicError, check_device_id
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +118,13 @@ class AccessControl:
         kind = Role(role)
         if kind is Role.DEVICE and not device_id:
             raise InvalidInput("a device token needs the device it speaks for: give --device ID")
-        if kind is not Role.DEVICE and device_id:
+        if kind is not Role.DEVICE and device_id is not None:
             raise InvalidInput(f"--device is only for role device, not {role}")
+        if device_id is not None:
+            try:
+                check_device_id(device_id)
+            except TopicError as exc:
+                raise InvalidInput(str(exc)) from exc
         if expires_in is not None and expires_in <= timedelta(0):
             raise InvalidInput("the expiry must lie in the future")
         now = self.now()

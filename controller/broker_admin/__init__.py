@@ -1,4 +1,4 @@
-"""Who may use the broker, enforced by the broker itself (issue 7, item 2).
+"""Who may use the broker, enforced by the broker itself.
 
 ``acl`` decides (pure) what a device and the controller may publish and subscribe to; ``base``
 is the small interface the enrolment service uses to add and remove device credentials;

@@ -1,4 +1,4 @@
-"""amqtt's ``Broker`` with the five holes a probe found closed (issue 19), for the embedded broker.
+"""amqtt's ``Broker`` with the five holes a security probe found closed, for the embedded broker.
 
 amqtt 0.12.1 (pinned) gets these wrong, and its plugin hooks cannot reach them:
 

@@ -1,7 +1,7 @@
 """Failed broker logins, counted per client address and per (address, user name): pure.
 
 Every device login to the embedded broker costs a PBKDF2 hash (10,000 rounds of SHA-512): the
-probe of issue 29 sent 274 wrong-password logins a second and kept both cores of the
+a security probe sent 274 wrong-password logins a second and kept both cores of the
 controller busy. A key that failed too often in a window is *locked* for a while: its logins are
 refused at once, without hashing. Two keys, so a credential guesser is slowed however it
 spreads its tries:

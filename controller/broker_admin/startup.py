@@ -99,7 +99,7 @@ def start_broker_side(settings: Settings, identities: IdentityStore) -> BrokerSi
 def bind_client_ids(admin: BrokerAdmin, identities: IdentityStore) -> int:
     """Bind every enrolled, unrevoked device's broker credential to its agent client id.
 
-    Credentials created before client ids were bound (issue 19) could log in with any id and so
+    Credentials created before client ids were bound could log in with any id and so
     take over another gateway's session; this runs at every start and is idempotent. A broker
     error is logged, not raised: the controller still starts.
     """
@@ -137,6 +137,6 @@ def check_device_login(store: IdentityStore, username: str, password: str) -> bo
         except ValueError:
             stored = None
     # Unknown, revoked and valid user names cost the same hash: the answer's time tells no one
-    # which device ids exist (issue 29).
+    # which device ids exist.
     matched = verify_password(password, stored or _UNKNOWN_USER)
     return stored is not None and matched

@@ -62,12 +62,14 @@ def devices_ls(url: str, as_json: bool) -> None:
             _profile(d) if not d.get("class_changed") else f"{_profile(d)} (CLASS CHANGED)",
             ",".join(f"{k}={v}" for k, v in sorted(d["labels"].items())) or None,
             f"{d['observed_generation']}/{d['desired_generation']}",
+            d.get("agent_version"),
+            agent_phase(d),
             _slot_summary(d),
             ago(d["last_seen"]),
         )
         for d in out
     ]
-    headers = ["device", "status", "profile", "labels", "gen", "slots", "seen"]
+    headers = ["device", "status", "profile", "labels", "gen", "agent", "update", "slots", "seen"]
     click.echo(table(headers, rows))
     changed = [d["id"] for d in out if d.get("class_changed")]
     if changed:
@@ -77,6 +79,12 @@ def devices_ls(url: str, as_json: bool) -> None:
             f"jetfleet devices accept-class {' '.join(changed[:5])}",
             err=True,
         )
+
+
+def agent_phase(d: dict[str, Any]) -> str | None:
+    """``confirmed 0.3.0``: the phase of the device's latest agent update and its release."""
+    update = d.get("agent_update")
+    return f"{update['phase']} {update['version']}" if update else None
 
 
 @devices.command("accept-class")
@@ -119,6 +127,10 @@ def devices_show(device_id: str, url: str, as_json: bool) -> None:
             f"until `jetfleet devices accept-class {d['id']}`"
         )
     click.echo(f"  generation observed {d['observed_generation']} of {d['desired_generation']}")
+    click.echo(f"  agent     {d.get('agent_version') or '-'}  update {agent_phase(d) or '-'}")
+    update = d.get("agent_update") or {}
+    if update.get("error"):
+        click.echo(f"  update error: {update['error']}")
     click.echo(table(SLOT_HEADERS, slot_rows(d)))
     absent = {k: v for k, v in (facts.get("sources") or {}).items() if not v.get("available")}
     for source, v in sorted(absent.items()):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from controller.cli.agent import agent
 from controller.cli.analyze import analyze
 from controller.cli.broker import broker
 from controller.cli.configs import configs
@@ -51,6 +52,7 @@ for command in (
     tokens,
     audit,
     keys,
+    agent,
 ):
     cli.add_command(command)
 

@@ -11,6 +11,7 @@ import click
 
 from controller.cli.operator import api_options, split_ref
 from controller.cli.render import ago, emit_json, table
+from controller.cli.rollout_options import rollout_options, spec_body
 from controller.client.http import ApiError, ControllerClient
 
 
@@ -46,30 +47,14 @@ def _call(action: Callable[[RolloutsClient], Any], url: str) -> Any:
 
 @click.group()
 def rollouts() -> None:
-    """Roll a model version out in waves, gated on each device's health."""
+    """Roll a model version (or an agent release: `jetfleet agent rollout start`) out in
+    waves, gated on each device's health."""
 
 
 @rollouts.command("create")
 @click.option("--model", "model_ref", required=True, help="NAME:VERSION to roll out.")
 @click.option("--config", default=None, help="Named delegate config, resolved per device.")
-@click.option("--selector", default=None, help="k=v, k!=v, k in (a,b); comma = and.")
-@click.option("--device", "devices", multiple=True, help="Target this device (repeatable).")
-@click.option("--hardware-class", default=None, help="e.g. jetson-orin-nano-8gb/jp6.2")
-@click.option("--jetpack-min", default=None, help="Lowest JetPack release, e.g. 6.0.")
-@click.option("--jetpack-max", default=None, help="Highest JetPack release, e.g. 6.2.")
-@click.option("--include-late", is_flag=True, help="Also devices that enrol while it runs.")
-@click.option("--waves", default="1,10%,50%,100%", show_default=True, help="Cumulative waves.")
-@click.option("--canary", "canary", multiple=True, help="Canary device, updated first.")
-@click.option("--max-in-flight", type=int, default=None, help="Devices updating at once.")
-@click.option("--device-timeout", type=float, default=600.0, show_default=True, help="Seconds.")
-@click.option("--soak", type=float, default=0.0, show_default=True, help="Seconds healthy.")
-@click.option("--max-error-rate", type=float, default=5.0, show_default=True, help="Percent.")
-@click.option(
-    "--max-p99-ratio", type=float, default=2.0, show_default=True, help="Times baseline p99."
-)
-@click.option("--min-requests", type=int, default=20, show_default=True)
-@click.option("--max-failures", type=int, default=None, help="Abort at N failed devices.")
-@click.option("--max-failure-percent", type=float, default=None, help="Abort at P% failed.")
+@rollout_options
 @click.option("--no-rollback", is_flag=True, help="On abort, leave updated devices as they are.")
 @click.option(
     "--strict", is_flag=True, help="Refuse when a target cannot build the model (no fallback)."
@@ -78,26 +63,11 @@ def rollouts() -> None:
 def rollouts_create(
     model_ref: str,
     config: str | None,
-    selector: str | None,
-    devices: tuple[str, ...],
-    hardware_class: str | None,
-    jetpack_min: str | None,
-    jetpack_max: str | None,
-    include_late: bool,
-    waves: str,
-    canary: tuple[str, ...],
-    max_in_flight: int | None,
-    device_timeout: float,
-    soak: float,
-    max_error_rate: float,
-    max_p99_ratio: float,
-    min_requests: int,
-    max_failures: int | None,
-    max_failure_percent: float | None,
     no_rollback: bool,
     strict: bool,
     url: str,
     as_json: bool,
+    **options: Any,
 ) -> None:
     """Create a rollout and start it."""
     name, version = split_ref(model_ref)
@@ -107,31 +77,7 @@ def rollouts_create(
         "model": name,
         "version": version,
         "config": config,
-        "targets": {
-            "selector": selector,
-            "devices": list(devices),
-            "hardware_class": hardware_class,
-            "jetpack_min": jetpack_min,
-            "jetpack_max": jetpack_max,
-            "include_late": include_late,
-        },
-        "strategy": {
-            "waves": waves,
-            "canary": list(canary),
-            "max_in_flight": max_in_flight,
-            "device_timeout_s": device_timeout,
-            "soak_s": soak,
-        },
-        "gates": {
-            "max_error_percent": max_error_rate,
-            "max_p99_ratio": max_p99_ratio,
-            "min_requests": min_requests,
-        },
-        "policy": {
-            "max_failures": max_failures,
-            "max_failure_percent": max_failure_percent,
-            "rollback": not no_rollback,
-        },
+        **spec_body(options, rollback=not no_rollback),
         "strict": strict,
     }
     out = _call(lambda c: c.create_rollout(body), url)
@@ -157,7 +103,8 @@ def rollouts_ls(url: str, as_json: bool) -> None:
     rows = [
         [
             r["id"],
-            f"{r['model']}:{r['version']}",
+            r.get("kind", "model"),
+            _subject(r),
             r["state"],
             f"{r['current_wave']}/{len(r['waves'])}",
             _counts(r["counts"]),
@@ -165,7 +112,16 @@ def rollouts_ls(url: str, as_json: bool) -> None:
         ]
         for r in out
     ]
-    click.echo(table(["id", "model", "state", "wave", "devices", "created"], rows))
+    click.echo(table(["id", "kind", "what", "state", "wave", "devices", "created"], rows))
+
+
+def _subject(r: dict[str, Any]) -> str:
+    """``model:version``, or ``jetfleet-agent X`` (with ``(downgrade allowed)``)."""
+    if r.get("kind") == "agent":
+        return f"{r['model']} {r['version']}" + (
+            " (downgrade allowed)" if r.get("allow_downgrade") else ""
+        )
+    return f"{r['model']}:{r['version']}"
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -174,7 +130,7 @@ def _counts(counts: dict[str, int]) -> str:
 
 def _render(r: dict[str, Any]) -> str:
     head = (
-        f"rollout {r['id']}  {r['model']}:{r['version']}"
+        f"rollout {r['id']}  {r.get('kind', 'model')} {_subject(r)}"
         + (f" config={r['config']}" if r["config"] else "")
         + f"\nstate: {r['state']}"
         + (f" (requested: {r['requested_op']})" if r["requested_op"] else "")

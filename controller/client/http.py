@@ -178,6 +178,22 @@ class ControllerClient:
             headers={"Content-Type": "application/octet-stream"},
         )
 
+    def push_agent_release(self, chunks: Iterator[bytes]) -> Any:
+        """Upload an agent release (.deb or release .tar.gz) streamed from ``chunks``."""
+        return self._request(
+            "POST",
+            "/api/v1/agent/releases",
+            content=chunks,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+
+    def agent_releases(self) -> Any:
+        return self._request("GET", "/api/v1/agent/releases")
+
+    def start_agent_rollout(self, body: dict[str, Any]) -> Any:
+        """Create a rollout of kind agent (``body`` as ``POST /api/v1/rollouts`` takes it)."""
+        return self._request("POST", "/api/v1/rollouts", json={**body, "kind": "agent"})
+
     def models(self) -> Any:
         return self._request("GET", "/api/v1/models")
 

@@ -93,6 +93,7 @@ def fleet_page(
         ("p99", "p99 ms"),
         ("errors", "errors"),
         (None, "engines"),
+        (None, "agent"),
         ("last_seen", "last seen"),
     ]
     th = "".join(
@@ -128,8 +129,20 @@ def _device_tr(r: DeviceRow) -> str:
         f"<td>{_num(None if headroom is None else headroom * 100, '{:.0f}', '%')}</td>"
         f"<td>{_num(j['p99_ms'], '{:.1f}')}</td>"
         f"<td>{_num(None if j['error_rate'] is None else j['error_rate'] * 100, '{:.1f}', '%')}"
-        f"</td><td>{engines}</td><td>{_when(r.device.last_seen)}</td></tr>"
+        f"</td><td>{engines}</td><td class='agent'>{_agent(r)}</td>"
+        f"<td>{_when(r.device.last_seen)}</td></tr>"
     )
+
+
+def _agent(r: DeviceRow) -> str:
+    """The agent release a device runs, and its latest update's phase (why, when it failed)."""
+    update = r.device.agent_update
+    text = escape(r.device.agent_version or "?")
+    if update is not None:
+        text += f"<div class='reasons'>{escape(update.phase)} {escape(update.version)}</div>"
+        if update.error:
+            text += f"<div class='reasons'>{escape(update.error)}</div>"
+    return text
 
 
 def chart(title: str, unit: str, lines: Mapping[str, Sequence[tuple[datetime, float]]]) -> str:

@@ -60,6 +60,12 @@ class DeviceRow:
             "requests": v.requests if v else 0,
             "p99_ms": v.p99_ms if v else None,
             "engines": self.engines,
+            "agent_version": self.device.agent_version,
+            "agent_update": (
+                None
+                if self.device.agent_update is None
+                else self.device.agent_update.model_dump(mode="json")
+            ),
         }
 
 

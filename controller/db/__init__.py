@@ -8,7 +8,8 @@ and the dashboards' :mod:`.rollout_board`), :mod:`.telemetry_store` (batched wri
 retention; reads in :mod:`.telemetry_reads`, row format in :mod:`.telemetry_rows`),
 :mod:`.rollout_store` (with :mod:`.rollout_rows`), :mod:`.engine_store` and :mod:`.lease_rows`,
 :mod:`.config_store`, :mod:`.job_store`, :mod:`.token_store`, :mod:`.identity_store`,
-:mod:`.signing_store`, :mod:`.rate_store` (enrolment rate limits shared by replicas).
+:mod:`.signing_store`, :mod:`.rate_store` (enrolment rate limits shared by replicas),
+:mod:`.agent_store` (agent releases, each device's order and agent report).
 
 Layer: the bottom of the controller. It may use ``controller.records``, ``controller.errors``,
 ``controller.settings``, ``shared`` and its own libraries (SQLAlchemy, Alembic, psycopg,
@@ -21,6 +22,20 @@ Importing the package registers every table module on ``schema.Base.metadata``, 
 environment and the autogenerate check always see the whole schema.
 """
 
-from controller.db import schema, schema_health, schema_jobs, schema_rollouts, schema_security
+from controller.db import (
+    schema,
+    schema_agents,
+    schema_health,
+    schema_jobs,
+    schema_rollouts,
+    schema_security,
+)
 
-__all__ = ["schema", "schema_health", "schema_jobs", "schema_rollouts", "schema_security"]
+__all__ = [
+    "schema",
+    "schema_agents",
+    "schema_health",
+    "schema_jobs",
+    "schema_rollouts",
+    "schema_security",
+]

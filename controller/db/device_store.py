@@ -19,8 +19,9 @@ from sqlalchemy.orm import Session, load_only
 
 from controller.db.schema import Artifact, Deployment, Device, ModelVersion, utcnow
 from controller.db.session import SessionStore, in_chunks
-from controller.errors import DatabaseError, InvalidInput, NotFound
+from controller.errors import Conflict, DatabaseError, NotFound
 from controller.records import DeviceRecord, PlannedSlot, SlotChange, SlotPlan
+from shared.agent_releases import AgentUpdateStatus
 from shared.delegate import DelegateConfig
 from shared.facts import DeviceFacts
 from shared.hardware_class import hardware_class
@@ -107,14 +108,14 @@ class DeviceStore(SessionStore):
     def accept_class(self, device_id: str) -> str:
         """Pin the device to the hardware class of the facts it reports now (an operator's
         word after a JetPack upgrade or a module swap); the class. NotFound for an unknown
-        device, InvalidInput when its facts are missing or unreadable."""
+        device, Conflict when its facts are missing or unreadable."""
         with self._tx() as session:
             device = session.get(Device, device_id)
             if device is None:
                 raise NotFound(f"unknown device '{device_id}'")
             facts, unreadable = read_facts(device.facts)
             if facts is None:
-                raise InvalidInput(
+                raise Conflict(
                     f"device '{device_id}' has {unreadable or 'reported no facts yet'}: there "
                     "is no class to accept"
                 )
@@ -248,7 +249,19 @@ def _device(d: Device, slots: tuple[PlannedSlot, ...]) -> DeviceRecord:
         device_facts=facts,
         facts_unreadable=unreadable,
         pinned_class=d.pinned_class,
+        agent_version=d.agent_version,
+        agent_update=read_agent_update(d.agent_update),
     )
+
+
+def read_agent_update(stored: Mapping[str, Any] | None) -> AgentUpdateStatus | None:
+    """A stored agent update as the wire model (None when none, or when it no longer validates)."""
+    if not stored:
+        return None
+    try:
+        return AgentUpdateStatus.model_validate(stored)
+    except ValidationError:
+        return None
 
 
 def _slots_by_device(

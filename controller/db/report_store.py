@@ -60,6 +60,8 @@ class ReportStore(SessionStore):
             "reported_slots": [s.model_dump(mode="json") for s in msg.slots],
             "observed_generation": msg.observed_generation,
             "serve_url": msg.serve_url,
+            "agent_version": msg.agent_version,
+            "agent_update": _update_json(msg),
         }
         with self._tx() as session:
             stored = session.execute(
@@ -134,6 +136,8 @@ class ReportStore(SessionStore):
                             "b_slots": [s.model_dump(mode="json") for s in msg.slots],
                             "b_url": msg.serve_url,
                             "b_class": hardware_class(msg.facts),
+                            "b_agent": msg.agent_version,
+                            "b_update": _update_json(msg),
                         }
                     )
                 else:
@@ -148,6 +152,8 @@ class ReportStore(SessionStore):
                             "b_slots": None,
                             "b_url": None,
                             "b_class": None,
+                            "b_agent": None,
+                            "b_update": None,
                         }
                     )
             if rows:
@@ -235,8 +241,9 @@ def _record_statement() -> Update:
     """The UPDATE of :meth:`ReportStore.record_many`, one row per message (``b_report``: a
     reported state, else presence). A report of an older generation than the stored one, and
     presence, leave the reported columns as they are; every message is contact (``last_seen``);
-    presence alone sets ``online``; a report pins the device's hardware class when none is
-    pinned yet (``pinned_class``: the class it may upload engines for)."""
+    presence alone sets ``online``; a report stores the agent's version and latest update, and
+    pins the device's hardware class when none is pinned yet (``pinned_class``: the class it
+    may upload engines for)."""
     table = cast(Table, Device.__table__)
     c = table.c
     report = bindparam("b_report", type_=Boolean)
@@ -263,8 +270,16 @@ def _record_statement() -> Update:
                 "observed_generation", bindparam("b_generation", type_=Integer)
             ),
             pinned_class=func.coalesce(c.pinned_class, bindparam("b_class", type_=String)),
+            agent_version=reported("agent_version", bindparam("b_agent", type_=String)),
+            agent_update=reported("agent_update", bindparam("b_update", type_=c.agent_update.type)),
         )
     )
+
+
+def _update_json(msg: ReportedState) -> dict[str, Any] | None:
+    """The report's agent update as stored (None: it reports none)."""
+    update = msg.agent_update
+    return None if update is None else update.model_dump(mode="json")
 
 
 _RECORD = _record_statement()

@@ -84,7 +84,13 @@ class Device(Base):
     pinned_class: Mapped[str | None] = mapped_column(String(160))
     """The hardware class the device may upload engines for (revision 0012): the class of its
     first reported facts, or the one an operator accepted; a later report of another class
-    is flagged, not trusted (issue 29 N6)."""
+    is flagged, not trusted."""
+    agent_version: Mapped[str | None] = mapped_column(String(64), default=None)
+    """The agent release the device last reported running (revision 0014)."""
+    agent_update: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    """Its latest agent update as it reported it (``shared.agent_releases.AgentUpdateStatus``)."""
+    agent_order: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    """The agent release its desired document orders: ``{"release_id", "allow_downgrade"}``."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
@@ -123,7 +129,7 @@ class ModelVersion(Base):
     analysis: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     """Static delegate analysis per TensorRT version (controller.analysis.AnalysisReport JSON)."""
     signed_manifest: Mapped[dict[str, Any] | None] = mapped_column(default=None)
-    """The version's manifest signed with the fleet key (issue 7), sent to agents in the slot."""
+    """The version's manifest signed with the fleet key, sent to agents in the slot."""
     warmup: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     """Warm-up inputs (revision 0010): ``given`` (shapes/values at push), ``reference_error``,
     ``unknown`` (ONNX Runtime failed on them: deploys are refused)."""
@@ -267,7 +273,7 @@ class EngineTrust(Base):
 
 class EngineFailure(Base):
     """An engine key TensorRT could not build for reasons of the model (revision 0013): twins
-    serve the version on ONNX Runtime instead of building it again (issue 30)."""
+    serve the version on ONNX Runtime instead of building it again."""
 
     __tablename__ = "engine_failures"
 

@@ -1,4 +1,4 @@
-"""Tables of the telemetry read side (rollups, health): issue 6. Same ``Base`` as schema.py.
+"""Tables of the telemetry read side (rollups, health). Same ``Base`` as schema.py.
 
 Raw samples stay in ``telemetry_samples`` (schema.py; migration 0004 gave it the columns health
 and charts query, plus one JSON ``extra`` column for the detail only shown, never aggregated).

@@ -1,4 +1,4 @@
-"""The ``jobs`` table: profiling and tuning jobs sent to devices (issue 8). Same ``Base``.
+"""The ``jobs`` table: profiling and tuning jobs sent to devices. Same ``Base``.
 
 A job is created ``pending``, carried in its device's desired document until it finishes, moves to
 ``running`` with its first progress event and ends ``succeeded``, ``failed`` or ``cancelled``.

@@ -1,4 +1,4 @@
-"""Tables of rollouts (state machine, targets, audit trail): issue 5. Same ``Base`` as schema.py.
+"""Tables of rollouts (state machine, targets, audit trail). Same ``Base`` as schema.py.
 
 ``rollout_claims`` is what makes "one active rollout per device" hold under concurrency: its
 primary key is the device, so two rollouts claiming one device cannot both commit.

@@ -15,7 +15,8 @@ from sqlalchemy import func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from controller.db.schema import Deployment, EngineRecord, ModelVersion
+from controller.db.schema import Deployment, Device, EngineRecord, ModelVersion
+from controller.db.schema_agents import AgentReleaseRow
 from controller.db.schema_security import SigningKeyRow
 from controller.db.session import SessionStore
 from controller.errors import Conflict
@@ -149,6 +150,20 @@ class SigningStore(SessionStore):
                 .order_by(ModelVersion.id)
             ).all()
             return [(int(i), dict(m) if m else None) for i, m in rows]
+
+    def ordered_agent_manifests(self) -> list[dict[str, Any] | None]:
+        """The stored signed manifest of every agent release some device is ordered to run."""
+        with self._tx() as session:
+            orders = session.execute(
+                select(Device.agent_order).where(Device.agent_order.is_not(None))
+            ).scalars()
+            ids = sorted({int(o["release_id"]) for o in orders if o})
+            if not ids:
+                return []
+            rows = session.execute(
+                select(AgentReleaseRow.signed_manifest).where(AgentReleaseRow.id.in_(ids))
+            ).scalars()
+            return [dict(m) if m else None for m in rows]
 
     def engine_manifest(self, engine_key: str) -> dict[str, Any] | None:
         """The stored signed manifest of engine ``engine_key``."""

@@ -80,7 +80,7 @@ class RedatedTelemetry(Telemetry):
 
 _MODELS_JSON = TypeAdapter(tuple[ModelStats, ...])
 """One serializer call for a sample's models: ``model_dump`` per model cost more than the rest
-of the row together (issue 6's ingest profile)."""
+of the row together (the ingest profile showed it)."""
 
 
 def available() -> ColumnElement[Any]:

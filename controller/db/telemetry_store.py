@@ -19,7 +19,17 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 import psycopg
-from sqlalchemy import Connection, Table, delete, func, literal, select, text, update
+from sqlalchemy import (
+    Connection,
+    Table,
+    bindparam,
+    delete,
+    func,
+    literal,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -39,6 +49,7 @@ from controller.db.telemetry_rows import (
     sample_values,
 )
 from controller.errors import DatabaseError
+from shared.agent_releases import AgentUpdateStatus
 from shared.messages import Event
 from shared.telemetry import Telemetry
 
@@ -167,7 +178,16 @@ class TelemetryStore(TelemetryReads):
             }
             for e in events
         ]
-        return len(conn.execute(stmt.returning(_EVENTS.c.id), rows).all())
+        inserted = len(conn.execute(stmt.returning(_EVENTS.c.id), rows).all())
+        updates = agent_updates(events)
+        if updates:  # an agent_update event is the device's latest update until its next report
+            conn.execute(
+                update(_DEVICES)
+                .where(_DEVICES.c.id == bindparam("b_id"))
+                .values(agent_update=bindparam("b_update", type_=_DEVICES.c.agent_update.type)),
+                [{"b_id": d, "b_update": u} for d, u in sorted(updates.items())],
+            )
+        return inserted
 
     # --- rollups and retention ---------------------------------------------------------------
 
@@ -219,7 +239,7 @@ class TelemetryStore(TelemetryReads):
 
     def prune(self, now: datetime, retention: Retention) -> tuple[int, int]:
         """Delete raw samples and rollups past their retention, and events older than the
-        rollups' (before issue 29 events were kept for ever: a gateway could fill the database
+        rollups' (events used to be kept for ever: a gateway could fill the database
         with them); (samples, rollups) deleted."""
         raw_cut = now - timedelta(seconds=retention.raw_s)
         rollup_cut = now - timedelta(seconds=retention.rollup_s)
@@ -231,3 +251,19 @@ class TelemetryStore(TelemetryReads):
                 return int(samples.rowcount), int(rollups.rowcount)
         except SQLAlchemyError as exc:
             raise DatabaseError(f"cannot prune telemetry: {describe(exc)}") from exc
+
+
+def agent_updates(events: Sequence[Event]) -> dict[str, dict[str, Any]]:
+    """The newest readable ``agent_update`` event's status per device (as stored JSON)."""
+    newest: dict[str, AgentUpdateStatus] = {}
+    for event in events:
+        if event.kind != "agent_update":
+            continue
+        try:
+            status = AgentUpdateStatus.model_validate(event.data)
+        except ValueError:
+            continue
+        known = newest.get(event.device_id)
+        if known is None or status.at >= known.at:
+            newest[event.device_id] = status
+    return {d: s.model_dump(mode="json") for d, s in newest.items()}

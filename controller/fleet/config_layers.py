@@ -19,8 +19,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from controller.errors import InvalidInput
-from controller.fleet.selectors import parse_selector
+from controller.fleet.selectors import SELECTOR_TEXT, parse_selector
 from shared.delegate import DelegateConfig
+from shared.hardware_class import HARDWARE_CLASS_PATTERN
 from shared.topics import DEVICE_ID_PATTERN
 
 DEFAULT = "default"
@@ -33,8 +34,19 @@ SET_BY_CONTROLLER = ("default_shapes",)
 """Fields the controller sets while resolving (``shared.default_profile``), never a layer."""
 
 _RANK = {"default": 0, "class": 1, "selector": 2, "device": 3}
-_CLASS = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,127}$")
+_CLASS = re.compile(HARDWARE_CLASS_PATTERN)
 _DEVICE = re.compile(DEVICE_ID_PATTERN)
+
+
+def _inner(pattern: str) -> str:
+    return pattern.removeprefix("^").removesuffix("$")
+
+
+SCOPE_PATTERN = (
+    rf"^\s*(?:{DEFAULT}|class=\s*{_inner(HARDWARE_CLASS_PATTERN)}\s*"
+    rf"|device=\s*{_inner(DEVICE_ID_PATTERN)}\s*|selector=\s*{SELECTOR_TEXT})\s*$"
+)
+"""What :func:`parse_scope` accepts, as the regular expression the API declares."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from controller.db.repository import Repository
 from controller.db.schema import utcnow
@@ -23,6 +23,7 @@ from controller.fleet.desired import (
     plan_undeploy,
 )
 from controller.fleet.fleet_lock import FleetLock
+from controller.fleet.publisher import AgentOrders, Publisher
 from controller.fleet.selectors import parse_selector
 from controller.fleet.warmup_gate import refuse_unknown_warmup
 from controller.records import ConfigUpdate, Deployment, VersionRecord
@@ -45,23 +46,6 @@ LOGGED_ONE_BY_ONE = 20
 rollout's chunk, a republish) one line, the devices at DEBUG (10,000 INFO lines a rollout)."""
 
 
-class Publisher(Protocol):
-    """Publishes one MQTT message (the bus)."""
-
-    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = True) -> None:
-        """Publish and wait for the broker's acknowledgement."""
-
-    def publish_all(
-        self, messages: Sequence[tuple[str, bytes]], *, qos: int = 1, retain: bool = True
-    ) -> None:
-        """Publish every message, then wait for all the acknowledgements."""
-
-    def send_all(
-        self, messages: Sequence[tuple[str, bytes]], *, qos: int = 1, retain: bool = True
-    ) -> Callable[[], None]:
-        """Publish every message; the returned call waits for all the acknowledgements."""
-
-
 class Fleet:
     """Deploy and undeploy model versions; keep every device's retained desired document."""
 
@@ -76,8 +60,11 @@ class Fleet:
         clock: Callable[[], datetime] = utcnow,
         signer: FleetSigner | None = None,
         pending_jobs: Callable[[Sequence[str]], Mapping[str, Sequence[Job]]] | None = None,
+        agent_orders: AgentOrders | None = None,
     ) -> None:
         self._repo = repo
+        self._agent_orders = agent_orders
+        """The agent release each device is ordered to run, carried in its document."""
         self._pending_jobs = pending_jobs
         """The unfinished profiling/tuning jobs of devices, carried in their documents."""
         self._signer = signer
@@ -282,6 +269,12 @@ class Fleet:
         with self._lock:
             return self._apply({device_id: _touching})
 
+    def send_touched(self, device_ids: Sequence[str]) -> tuple[Deployment, Callable[[], None]]:
+        """Store a new generation of these devices' documents and hand them to the bus (their
+        agent orders changed); the returned call waits for the broker's acknowledgements."""
+        with self._lock:
+            return self._send(dict.fromkeys(device_ids, _touching))
+
     def _apply(self, plans: _Plans) -> Deployment:
         """Run the plans (caller holds the lock); publish to the devices that changed."""
         deployment, acknowledged = self._send(plans)
@@ -325,6 +318,7 @@ class Fleet:
         now = self._clock()
         signed = self._signer.documents(docs) if self._signer is not None else {}
         jobs = self._pending_jobs([d for d, _, _ in docs]) if self._pending_jobs else {}
+        agents = self._agent_orders([d for d, _, _ in docs]) if self._agent_orders else {}
         documents = [
             desired_document(
                 device_id,
@@ -336,6 +330,7 @@ class Fleet:
                 signed.get(device_id),
                 jobs=jobs.get(device_id, ()),
                 calibrating=calibrating,
+                agent=agents.get(device_id),
             )
             for device_id, gen, slots in docs
         ]

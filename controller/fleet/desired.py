@@ -14,6 +14,7 @@ from datetime import datetime
 from controller.records import DocumentSignatures
 from controller.records import PlannedSlot as PlannedSlot
 from controller.records import SlotPlan as SlotPlan
+from shared.agent_releases import AgentReleaseOrder
 from shared.delegate import DelegateConfig
 from shared.jobs import Job
 from shared.messages import ArtifactRef, DesiredState, ModelSlot, ServingSettings
@@ -79,6 +80,7 @@ def desired_document(
     signatures: DocumentSignatures | None = None,
     jobs: Sequence[Job] = (),
     calibrating: Collection[int] = (),
+    agent: AgentReleaseOrder | None = None,
 ) -> DesiredState:
     """The full DesiredState a device receives for ``slots`` at ``generation``.
 
@@ -86,7 +88,8 @@ def desired_document(
     validates a new engine against before it switches to it; ``signatures`` the signed
     manifests, rollback authorisations and key rotations the device verifies (None: unsigned);
     ``calibrating`` the ids of the versions whose reference inputs may calibrate INT8 on the
-    device (:meth:`controller.fleet.catalog.Catalog.references_of`).
+    device (:meth:`controller.fleet.catalog.Catalog.references_of`); ``agent`` the agent release
+    the device is ordered to run (None: left out of the document).
     """
     sig = signatures or DocumentSignatures(manifests={}, rollbacks={})
     return DesiredState(
@@ -117,9 +120,5 @@ def desired_document(
         ),
         fleet_keys=sig.fleet_keys,
         jobs=tuple(jobs),
+        agent=agent,
     )
-
-
-def with_delegate(slot: PlannedSlot, delegate: DelegateConfig | None) -> PlannedSlot:
-    """``slot`` with ``delegate`` (the default config when None)."""
-    return replace(slot, delegate=delegate or DelegateConfig())

@@ -8,8 +8,15 @@ from dataclasses import dataclass
 
 from controller.errors import InvalidInput
 
-_KEY = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._/-]{0,62}[A-Za-z0-9])?$")
-_VALUE = re.compile(r"^[A-Za-z0-9._:/+-]{0,128}$")
+_KEY_TEXT = r"[A-Za-z0-9](?:[A-Za-z0-9._/-]{0,62}[A-Za-z0-9])?"
+_VALUE_TEXT = r"[A-Za-z0-9._:/+-]{0,128}"
+_KEY = re.compile(rf"^{_KEY_TEXT}$")
+_VALUE = re.compile(rf"^{_VALUE_TEXT}$")
+_TERM = rf"\s*{_KEY_TEXT}\s*!?=\s*{_VALUE_TEXT}\s*"
+SELECTOR_TEXT = rf"{_TERM}(?:,{_TERM})*"
+"""What :func:`parse_selector` accepts, as a regular expression (unanchored, to embed)."""
+SELECTOR_PATTERN = rf"^{SELECTOR_TEXT}$"
+"""The same, anchored: what the API declares for a selector."""
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Deploys and rollouts of a version whose warm-up inputs are unknown are refused (issue 16, 4).
+"""Deploys and rollouts of a version whose warm-up inputs are unknown are refused.
 
 When ONNX Runtime failed on the inputs the push used (dynamic dims 1, random values, or what the
 operator gave), every device fails the same way at warm-up: the deploy would only fill the fleet

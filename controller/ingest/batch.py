@@ -11,13 +11,13 @@ unexpected exception is logged and the writer starts again after a backoff, so t
 draining instead of filling until ``submit`` blocks the ingest link for good. What happens to the
 batch it crashed on is said at :meth:`IngestBatcher._run`.
 
-Acknowledge after storing (issue 18): ``after_written(done)`` puts ``done`` in the queue behind
+Acknowledge after storing: ``after_written(done)`` puts ``done`` in the queue behind
 everything submitted before it; the writer calls it once the batch holding those messages is
 written, or given up message by message (what the database still refuses then is counted as
 dropped: acknowledging it is what stops the broker from sending a poison message for ever). The
 ingest link uses it to write a read's PUBACKs only then.
 
-A database that cannot be reached (issue 18: PostgreSQL restarted, a connection refused or cut,
+A database that cannot be reached (PostgreSQL restarted, a connection refused or cut,
 the server shutting down; :func:`controller.db.session.unavailable`) is not a refusal of the
 data: the writer holds the batch and writes it again (:class:`controller.ingest.outage.Outage`:
 back-off, ``outage_limit_s``, one line when it starts and one when the database is back). Its

@@ -2,7 +2,7 @@
 
 Reported state and presence are stored as they arrive; telemetry and events go through the
 batched writer (:class:`controller.ingest.batch.IngestBatcher`) and count as accepted once written.
-While the database cannot be reached (issue 18: PostgreSQL restarting;
+While the database cannot be reached (PostgreSQL restarting;
 :func:`controller.db.session.unavailable`) a reported state or presence is stored again with
 back-off (:class:`controller.ingest.outage.Outage`) for up to ``outage_limit_s``, holding its
 inbox lane (order is kept; the inbox bounds what waits behind it): the broker already had it
@@ -13,8 +13,8 @@ A payload over ``max_payload_bytes`` is dropped before it is decoded; it counts 
 channel and is logged at most once per device and window (:class:`LogThrottle`), so one device
 sending huge messages can neither exhaust memory in the decoder nor flood the log.
 
-Telemetry and events pass the sample guard (:mod:`controller.ingest.sample_guard`, issue 29
-N9): one per-device rate bound checked before decoding, then the timestamp against the receive
+Telemetry and events pass the sample guard (:mod:`controller.ingest.sample_guard`):
+one per-device rate bound checked before decoding, then the timestamp against the receive
 time (re-dated when too far ahead, refused when older than retention; events are pruned with the
 rollups). Refusals count as rejected on their channel; what the guard did is counted by kind
 (:meth:`Ingest.guard_stats`) and logged at most once a minute per device.
@@ -87,7 +87,7 @@ class Ingest:
         self._max_payload = max_payload_bytes
         self._throttle = log_throttle or LogThrottle()
         self._batcher = batcher
-        """Telemetry and events are queued for batched writes (issue 6)."""
+        """Telemetry and events are queued for batched writes."""
         batcher.on_written = self._count_written
         self._topics = topics
         self._parsed: dict[str, tuple[str, Channel] | None] = {}

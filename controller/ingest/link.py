@@ -17,7 +17,7 @@ loop runs under :class:`shared.supervision.Supervised` (``restart``), which logs
 thread's name and starts it again (a new connection) after its own back-off. The controller's own
 client (publishing desired documents, receiving state) stays paho.
 
-Delivery (issue 18, issue 17 item 2): a message is acknowledged only once it is stored.
+Delivery: a message is acknowledged only once it is stored.
 ``on_batch`` gets each read's messages with a ``done`` callable, which the ingest calls once
 every message of the read is written (or refused for good, counted); the PUBACKs of that read are
 then written by the link's thread, in the order the messages came (MQTT 5.0 4.6); the

@@ -1,4 +1,4 @@
-"""Holding a write while the database cannot be reached (issue 18).
+"""Holding a write while the database cannot be reached.
 
 A PostgreSQL restart, a failover or a refused connection (:func:`controller.db.session.
 unavailable`) is not a refusal of the data: ingest keeps what it was writing and writes it

@@ -1,4 +1,4 @@
-"""Which replica stores reported state: the one running the rollouts (issue 17).
+"""Which replica stores reported state: the one running the rollouts.
 
 Reported state (``<prefix>/<device>/reported``) is retained on the broker and says everything
 about a device's slots; each new one replaces the last. With a plain subscription in every

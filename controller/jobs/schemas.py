@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from controller.db.job_store import JobRecord
 from shared.jobs import JobOutcome, JobProgress, ProfileResult, TuneResult, recommend
+from shared.wire_model import MODEL_NAME_PATTERN
 
 
 class _Api(BaseModel):
@@ -22,7 +23,9 @@ class _Api(BaseModel):
 class ProfileRequest(_Api):
     """``POST /api/v1/devices/{id}/profile``."""
 
-    model: str = Field(description="A model the device serves.")
+    model: str = Field(
+        description="A model the device serves.", json_schema_extra={"pattern": MODEL_NAME_PATTERN}
+    )
     runs: int = Field(default=20, ge=1, le=10_000, description="Profiled inferences.")
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from controller.db.job_store import JobStore
 from controller.db.repository import Repository
-from controller.errors import InvalidInput
+from controller.errors import Conflict, InvalidInput
 from controller.fleet.catalog import Catalog
 from controller.fleet.config_layers import parse_scope
 from controller.fleet.configs import Configs, device_hardware_class
@@ -86,7 +86,7 @@ class JobService:
         device = self._repo.device(device_id)
         if not any(s.name == request.model for s in device.slots):
             served = ", ".join(s.name for s in device.slots) or "nothing"
-            raise InvalidInput(
+            raise Conflict(
                 f"{device_id} is not deployed with model '{request.model}' (it has {served}): "
                 f"deploy it first (jetfleet deploy {request.model}:VERSION --device {device_id})"
             )
@@ -195,7 +195,7 @@ class JobService:
         """Stop sending an unfinished job (a device already running it still finishes it)."""
         record = self._store.get(job_id)
         if record.finished:
-            raise InvalidInput(f"job {job_id} already {record.status}")
+            raise Conflict(f"job {job_id} already {record.status}")
         finished = self._store.finish(job_id, "cancelled", None, "cancelled by the operator")
         if finished is not None:
             self._fleet.touch(record.device_id)

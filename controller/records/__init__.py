@@ -4,9 +4,10 @@ No ORM objects and no behaviour beyond a record's own derived values, save the t
 decisions the database takes under its row locks (:func:`.engines.decide_lease`,
 :func:`.engines.may_replace`). One module per area: :mod:`.catalog` (model versions, config
 layers), :mod:`.fleet` (devices, planned and reported slots), :mod:`.telemetry` (samples,
-events, vitals), :mod:`.rollouts` (rollout specs, states, targets, audit), :mod:`.auth` (roles,
-tokens), :mod:`.engines` (build leases and who may take one, engine provenance and trust, who
-may replace a build), :mod:`.views` (what services answer beyond stored rows: versions with
+events, vitals), :mod:`.rollouts` (rollout specs, states, targets, audit), :mod:`.agents`
+(agent releases, orders, what devices report of their agent), :mod:`.auth` (roles, tokens),
+:mod:`.engines` (build leases and who may take one, engine provenance and trust, who may
+replace a build), :mod:`.views` (what services answer beyond stored rows: versions with
 their URL, resolved configs, deployments, ingest counts, document signatures). Every name is
 importable from ``controller.records`` directly.
 
@@ -15,6 +16,7 @@ A leaf of the controller: every package may import it, and it imports only ``sha
 ``controller.db`` at the bottom of the layers can return these types).
 """
 
+from controller.records.agents import AgentOrderRecord, AgentReleaseRecord, AgentReport
 from controller.records.auth import MintedToken, Role, TokenRecord
 from controller.records.catalog import AnalysisState, ConfigLayerRecord, VersionRecord
 from controller.records.engines import (
@@ -60,6 +62,9 @@ from controller.records.views import (
 __all__ = [
     "ACTIVE",
     "UNRECORDED",
+    "AgentOrderRecord",
+    "AgentReleaseRecord",
+    "AgentReport",
     "AnalysisState",
     "AuditEntry",
     "Baseline",

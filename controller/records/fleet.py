@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from shared.agent_releases import AgentUpdateStatus
 from shared.delegate import DelegateConfig
 from shared.messages import DeviceFacts, SlotStatus
 
@@ -66,6 +67,10 @@ class DeviceRecord:
     pinned_class: str | None = None
     """The hardware class it may upload engines for: its first report's, or one an operator
     accepted (None before its first report)."""
+    agent_version: str | None = None
+    """The agent release it last reported running (None before its first report)."""
+    agent_update: AgentUpdateStatus | None = None
+    """Its latest agent update as reported (None: none, or stored unreadable)."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -115,11 +115,23 @@ class FailurePolicy(_Spec):
     rollback: bool = Field(default=True, description="Roll updated devices back on abort.")
 
 
-class RolloutSpec(_Spec):
-    """Everything ``rollouts create`` says."""
+RolloutKind = Literal["model", "agent"]
+"""What a rollout updates: a model's slot, or the agent release itself."""
 
+
+class RolloutSpec(_Spec):
+    """Everything ``rollouts create`` (or ``agent rollout start``) says.
+
+    An agent rollout (``kind`` agent) names the release in ``version`` and
+    :data:`shared.agent_releases.AGENT_ARTIFACT_NAME` in ``model``; it has no ``config``.
+    """
+
+    kind: RolloutKind = Field(default="model", description="model, or agent (a release).")
     model: str
     version: str
+    allow_downgrade: bool = Field(
+        default=False, description="Agent rollouts: a release older than a device's may go."
+    )
     config: str | None = Field(default=None, description="Named delegate config (None: default).")
     targets: TargetSpec = Field(default_factory=TargetSpec)
     strategy: Strategy = Field(default_factory=Strategy)
@@ -158,7 +170,8 @@ class Target:
     status: TargetStatus = TargetStatus.PENDING
     reason: str | None = None
     previous: dict[str, Any] | None = None
-    """``{"slot": <stored slot JSON> | None}`` once the device was updated (None: not yet)."""
+    """``{"slot": <stored slot JSON> | None}`` once the device was updated (None: not yet); an
+    agent rollout's ``{"agent": <the release it ran> | None}``."""
     generation: int | None = None
     """The desired generation that carries the new version (None: not published yet)."""
     started_at: datetime | None = None

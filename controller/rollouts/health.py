@@ -14,9 +14,10 @@ from controller.rollouts.model import Baseline
 
 
 def summarize(
-    windows: Iterable[Iterable[Mapping[str, Any]]], model: str, version: str | None
+    windows: Iterable[Iterable[Mapping[str, Any]]], model: str | None, version: str | None
 ) -> Baseline:
-    """Sum ``model``'s stats (only ``version``'s when given) over telemetry ``windows``.
+    """Sum ``model``'s stats (only ``version``'s when given; every model's when ``model`` is
+    None, as an agent rollout gates on) over telemetry ``windows``.
 
     Each window is a sample's ``models`` list (ModelStats as JSON).
     """
@@ -25,7 +26,7 @@ def summarize(
     weight = 0
     for models in windows:
         for stats in models:
-            if stats.get("name") != model:
+            if model is not None and stats.get("name") != model:
                 continue
             if version is not None and stats.get("version") not in (None, version):
                 continue

@@ -29,8 +29,10 @@ from controller.db.rollout_store import RolloutStore
 from controller.db.schema import utcnow
 from controller.errors import Conflict, ControllerError
 from controller.failure_log import FailureLog
+from controller.fleet.agent_releases import AgentReleases
 from controller.fleet.deployments import Fleet
 from controller.rollouts import machine
+from controller.rollouts.agent_waves import AgentWaves
 from controller.rollouts.health import summarize
 from controller.rollouts.model import (
     ACTIVE,
@@ -66,6 +68,7 @@ class RolloutLoop:
         holder: str | None = None,
         on_lead: Callable[[], None] | None = None,
         max_tick_s: float | None = None,
+        agents: AgentReleases | None = None,
     ) -> None:
         self._store = store
         self._on_lead = on_lead
@@ -73,6 +76,8 @@ class RolloutLoop:
         self._repo = repo
         self._fleet = fleet
         self._publisher = WavePublisher(store, repo, fleet)
+        self._agent_waves = AgentWaves(store, repo, fleet, agents) if agents else None
+        """Agent rollouts' waves (None: this loop runs model rollouts only)."""
         self._interval = interval_s
         self._ttl = lease_ttl_s
         self._clock = clock
@@ -222,8 +227,18 @@ class RolloutLoop:
         step = machine.advance(rollout, self._observe(rollout), now)
         self._carry_out(rollout, step, now)
 
+    def _waves(self, rollout: Rollout) -> WavePublisher:
+        if rollout.spec.kind != "agent":
+            return self._publisher
+        if self._agent_waves is None:
+            raise ControllerError(f"rollout {rollout.id} is an agent rollout: not enabled here")
+        return self._agent_waves
+
     def _observe(self, rollout: Rollout) -> dict[str, machine.Observation]:
         spec = rollout.spec
+        waves = self._waves(rollout)
+        if isinstance(waves, AgentWaves):
+            return waves.observe(rollout)
         flying = [
             t
             for t in rollout.targets
@@ -264,7 +279,10 @@ class RolloutLoop:
         spec = rollout.spec
         by_id = {t.device_id: t for t in rollout.targets}
         targets = dict(step.changed)
-        if step.revert:
+        waves = self._waves(rollout)
+        if step.revert and isinstance(waves, AgentWaves):
+            waves.withdraw(step.revert)
+        elif step.revert:
             previous = {
                 t.device_id: slot_from_json((t.previous or {}).get("slot")) for t in step.revert
             }
@@ -292,11 +310,11 @@ class RolloutLoop:
                 if self._stop.is_set():
                     break
                 chunk = step.start[first : first + START_CHUNK]
-                prepared = self._publisher.prepare(rollout, chunk, targets, by_id, now)
+                prepared = waves.prepare(rollout, chunk, targets, by_id, now)
                 self._store.save_targets(rollout.id, list(prepared.values()))
                 earlier, pending = (
                     pending,
-                    self._publisher.send(rollout, [prepared[d] for d in chunk], now),
+                    waves.send(rollout, [prepared[d] for d in chunk], now),
                 )
                 earlier()
         finally:

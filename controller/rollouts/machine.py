@@ -8,6 +8,11 @@ version (the engine validated on the device) and stays within the health gates f
 time; it fails when it reports the slot failed, breaks a gate, or stays silent past its
 timeout. Reaching the failure policy's threshold aborts the rollout and, by default, rolls
 every updated device back to its previous version and config.
+
+An agent rollout (``kind`` agent) judges a device by its report of the agent update
+(:mod:`controller.rollouts.agent_gate`) until it confirms, then by the same health gates and
+soak. Its first failed device (by default) stops it: ``failed``, the devices not started
+skipped, the order withdrawn from every device that has not confirmed (:func:`stop_agent`).
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from controller.errors import Conflict
+from controller.rollouts import agent_gate
+from controller.rollouts.agent_gate import AgentObservation
 from controller.rollouts.model import (
     AuditEntry,
     Baseline,
@@ -50,7 +57,10 @@ class Observation:
     desired_version: str | None = None
     last_error: str | None = None
     health: Baseline | None = None
-    """The model's health on the new version since the device validated it."""
+    """The model's health on the new version since the device validated it (an agent
+    rollout's: every model's, since the device confirmed the new agent)."""
+    agent: AgentObservation | None = None
+    """What the device reports of its agent (agent rollouts only)."""
 
     @classmethod
     def of(
@@ -115,6 +125,12 @@ def allowed(rollout: Rollout, op: Operation) -> None:
             f"cannot {op.value} rollout {rollout.id}: it is {rollout.state.value} "
             f"({op.value} needs {names})"
         )
+    if op is Operation.ROLLBACK and rollout.spec.kind == "agent":
+        raise Conflict(
+            f"rollout {rollout.id} is an agent rollout: the controller does not take agent "
+            "releases back (a device that fails to confirm switches back by itself); start a "
+            "rollout of the release you want with --allow-downgrade"
+        )
     if op is Operation.RETRY and not any(t.status is TargetStatus.FAILED for t in rollout.targets):
         raise Conflict(f"rollout {rollout.id} has no failed device to retry")
 
@@ -131,6 +147,20 @@ def judge(target: Target, obs: Observation | None, rollout: Rollout, now: dateti
     if generation is None or started_at is None:
         return target
     validated_at = target.validated_at
+    if spec.kind == "agent" and validated_at is None:
+        agent = obs.agent if obs is not None else None
+        decided, why = agent_gate.verdict(agent, spec.version, generation, started_at)
+        if decided == "failed":
+            return _finish(target, TargetStatus.FAILED, why, now)
+        if decided == "confirmed":
+            validated_at = now
+            target = replace(target, validated_at=now)
+        elif now >= started_at + timedelta(seconds=spec.strategy.device_timeout_s):
+            timeout = spec.strategy.device_timeout_s
+            why = agent_gate.waiting_reason(agent, spec.version, timeout)
+            return _finish(target, TargetStatus.FAILED, why, now)
+        else:
+            return target
     if validated_at is None and obs is not None:
         current = (obs.observed_generation or -1) >= generation
         failed = obs.phase is SlotPhase.FAILED
@@ -200,6 +230,8 @@ def advance(rollout: Rollout, observations: Mapping[str, Observation], now: date
     breach = _breach(rollout, targets)
     if breach is not None:
         step.reason = breach
+        if rollout.spec.kind == "agent":
+            return stop_agent(rollout, step, now, LOOP)
         if rollout.spec.policy.rollback:
             return rollback(rollout, step, now, LOOP)
         return abort(rollout, step, now, LOOP)
@@ -235,8 +267,11 @@ def _breach(rollout: Rollout, targets: Sequence[Target]) -> str | None:
     counted = sum(t.status is not TargetStatus.SKIPPED for t in targets)
     if failed == 0:
         return None
-    if policy.max_failures is not None and failed >= policy.max_failures:
-        return f"{failed} device(s) failed (abort at {policy.max_failures})"
+    max_failures = policy.max_failures
+    if rollout.spec.kind == "agent" and max_failures is None:
+        max_failures = None if policy.max_failure_percent is not None else 1
+    if max_failures is not None and failed >= max_failures:
+        return f"{failed} device(s) failed (abort at {max_failures})"
     percent = 100.0 * failed / max(counted, 1)
     if policy.max_failure_percent is not None and percent >= policy.max_failure_percent:
         return f"{percent:.1f}% of devices failed (abort at {policy.max_failure_percent:g}%)"
@@ -253,6 +288,27 @@ def abort(rollout: Rollout, step: Step, now: datetime, actor: str) -> Step:
             why = "rollout aborted while updating; the device keeps the new desired version"
             step.set_target(target, _finish(target, TargetStatus.SKIPPED, why, now), now, actor)
     step.set_state(step.state, RolloutState.ABORTED, now, actor)
+    return step
+
+
+def stop_agent(rollout: Rollout, step: Step, now: datetime, actor: str) -> Step:
+    """An agent rollout's stop (failed): devices not started are skipped, and every device
+    that has not confirmed the release loses its order (``revert``), so the fleet stays on the
+    release it runs; devices that confirmed keep the new release."""
+    for target in current_targets(rollout, step):
+        if target.status is TargetStatus.PENDING:
+            new = replace(target, status=TargetStatus.SKIPPED, reason="rollout stopped")
+            step.set_target(target, new, now, actor)
+        elif target.status is TargetStatus.IN_PROGRESS and target.validated_at is not None:
+            why = "rollout stopped; the device confirmed the new release and keeps it"
+            step.set_target(target, _finish(target, TargetStatus.SKIPPED, why, now), now, actor)
+        elif target.status is TargetStatus.IN_PROGRESS:
+            step.revert.append(target)
+            why = "rollout stopped while updating; the order was withdrawn"
+            step.set_target(target, _finish(target, TargetStatus.SKIPPED, why, now), now, actor)
+        elif target.status is TargetStatus.FAILED and target.updated:
+            step.revert.append(target)
+    step.set_state(step.state, RolloutState.FAILED, now, actor)
     return step
 
 

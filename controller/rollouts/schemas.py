@@ -7,6 +7,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from controller.records.rollouts import RolloutKind
 from controller.rollouts.model import (
     AuditEntry,
     FailurePolicy,
@@ -23,10 +24,15 @@ class _Api(BaseModel):
 
 
 class RolloutCreate(_Api):
-    """POST /api/v1/rollouts."""
+    """POST /api/v1/rollouts (``kind`` agent: ``version`` is an agent release, ``model`` may be
+    left out)."""
 
-    model: str
+    kind: RolloutKind = "model"
+    model: str | None = Field(default=None, description="Required for a model rollout.")
     version: str
+    allow_downgrade: bool = Field(
+        default=False, description="Agent rollouts: allow a release older than a device's agent."
+    )
     config: str | None = None
     targets: TargetSpec = Field(default_factory=TargetSpec)
     strategy: Strategy = Field(default_factory=Strategy)
@@ -45,7 +51,10 @@ class TargetOut(_Api):
     status: str
     reason: str | None
     generation: int | None
-    previous_version: str | None = Field(description="What a rollback restores (None: no slot).")
+    previous_version: str | None = Field(
+        description="What a rollback restores (None: no slot); agent rollouts: the release the "
+        "device ran before."
+    )
     started_at: datetime | None
     validated_at: datetime | None
     finished_at: datetime | None
@@ -62,8 +71,10 @@ class RolloutOut(_Api):
     """GET /api/v1/rollouts/{id} (``targets`` left out of the list)."""
 
     id: str
+    kind: RolloutKind = "model"
     model: str
     version: str
+    allow_downgrade: bool = False
     config: str | None
     state: str
     reason: str | None
@@ -103,7 +114,9 @@ def rollout_out(r: Rollout, with_targets: bool = True) -> RolloutOut:
         waves.setdefault(t.wave, Counter())[t.status.value] += 1
     return RolloutOut(
         id=r.id,
+        kind=r.spec.kind,
         model=r.spec.model,
+        allow_downgrade=r.spec.allow_downgrade,
         version=r.spec.version,
         config=r.spec.config,
         state=r.state.value,
@@ -130,13 +143,14 @@ def rollout_out(r: Rollout, with_targets: bool = True) -> RolloutOut:
 
 def _target_out(t: Target) -> TargetOut:
     slot = (t.previous or {}).get("slot")
+    agent = (t.previous or {}).get("agent")
     return TargetOut(
         device_id=t.device_id,
         wave=t.wave + 1,
         status=t.status.value,
         reason=t.reason,
         generation=t.generation,
-        previous_version=None if not slot else str(slot.get("version")),
+        previous_version=str(slot.get("version")) if slot else (str(agent) if agent else None),
         started_at=t.started_at,
         validated_at=t.validated_at,
         finished_at=t.finished_at,

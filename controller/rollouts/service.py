@@ -16,11 +16,14 @@ from datetime import datetime
 from controller.db.repository import Repository
 from controller.db.rollout_store import RolloutStore
 from controller.db.schema import utcnow
-from controller.errors import InvalidInput, NotFound
+from controller.errors import ControllerError, InvalidInput, NotFound
+from controller.fleet.agent_releases import AgentReleases
 from controller.fleet.catalog import Catalog
 from controller.fleet.configs import Configs
 from controller.fleet.warmup_gate import refuse_unknown_warmup
+from controller.records import DeviceRecord
 from controller.rollouts import machine
+from controller.rollouts.agent_plan import agent_skips, check_agent_spec
 from controller.rollouts.delegation import delegation_warning
 from controller.rollouts.model import (
     AuditEntry,
@@ -48,8 +51,10 @@ class RolloutService:
         clock: Callable[[], datetime] = utcnow,
         wake: Callable[[], None] = lambda: None,
         request_wait_s: float = 5.0,
+        agents: AgentReleases | None = None,
     ) -> None:
         self.store = store
+        self._agents = agents
         self._repo = repo
         self._catalog = catalog
         self._configs = configs
@@ -59,6 +64,8 @@ class RolloutService:
 
     def delegation_warnings(self, spec: RolloutSpec) -> list[str]:
         """One sentence per target device that cannot build the model with its runtime."""
+        if spec.kind == "agent":
+            return []
         record = self._catalog.require_version(spec.model, spec.version)
         layers = self._configs.require_layers(spec.config) if spec.config else None
         devices = self._repo.devices()
@@ -88,9 +95,15 @@ class RolloutService:
 
     def create(self, spec: RolloutSpec, actor: str = "operator") -> Rollout:
         """Resolve and snapshot the targets, plan the waves, store the rollout (pending); a
-        version whose warm-up inputs are unknown is refused (:class:`Conflict`)."""
-        record = self._catalog.require_version(spec.model, spec.version)
-        refuse_unknown_warmup(record)
+        version whose warm-up inputs are unknown is refused (:class:`Conflict`). An agent
+        rollout skips the devices that cannot take its release, and is refused when the
+        release is older than a target's agent unless it allows a downgrade."""
+        record = None
+        if spec.kind == "agent":
+            check_agent_spec(spec)
+        else:
+            record = self._catalog.require_version(spec.model, spec.version)
+            refuse_unknown_warmup(record)
         layers = self._configs.require_layers(spec.config) if spec.config else None
         steps = parse_waves(spec.strategy.waves)
         check_spec(spec.targets)
@@ -103,8 +116,10 @@ class RolloutService:
         if not matched and not spec.targets.include_late:
             raise NotFound("no device matches the rollout's targets: check the selector")
         skipped: list[Target] = []
+        if spec.kind == "agent":
+            skipped += self._agent_skips(spec, [d for d in devices if d.id in matched])
         for device in devices:
-            if device.id not in matched or layers is None:
+            if device.id not in matched or layers is None or record is None:
                 continue
             problems = Configs.resolve_for(layers, device, record).problems
             if problems:
@@ -137,7 +152,7 @@ class RolloutService:
                 "rollout",
                 None,
                 RolloutState.PENDING.value,
-                f"created: {spec.model}:{spec.version} to {len(targets)} device(s) in "
+                f"created: {_what(spec)} to {len(targets)} device(s) in "
                 f"{len(waves)} wave(s), {len(skipped)} skipped",
             )
         ]
@@ -148,6 +163,13 @@ class RolloutService:
         self.store.create(rollout, audit)
         self.wake()
         return self.store.get(rollout.id)
+
+    def _agent_skips(self, spec: RolloutSpec, devices: list[DeviceRecord]) -> list[Target]:
+        if self._agents is None:
+            raise ControllerError("agent rollouts are not enabled on this controller")
+        releases = self._agents.require(spec.version)
+        reports = self._agents.reports([d.id for d in devices])
+        return agent_skips(spec, devices, reports, releases)
 
     def get(self, rollout_id: str) -> Rollout:
         return self.store.get(rollout_id)
@@ -178,3 +200,10 @@ class RolloutService:
                 return current
             time.sleep(0.05)
         return self.store.get(rollout_id)
+
+
+def _what(spec: RolloutSpec) -> str:
+    """``model:version``, or ``agent release X`` (the audit trail's words)."""
+    if spec.kind == "agent":
+        return f"agent release {spec.version}"
+    return f"{spec.model}:{spec.version}"

@@ -125,19 +125,21 @@ class WavePublisher:
             # acknowledgement: send_to publishes only what changed, so publish it again (same
             # generation).
             self._fleet.republish(unchanged)
-            self._record(rollout, targets, generations, failures, now)
+            self.record(rollout, targets, generations, failures, now)
 
         return finish
 
-    def _record(
+    def record(
         self,
         rollout: Rollout,
         targets: list[Target],
         generations: dict[str, int],
         failures: dict[str, str],
         now: datetime,
+        status: TargetStatus = TargetStatus.FAILED,
     ) -> None:
-        """Store the generation published to each target, or why it failed."""
+        """Store the generation published to each target, or why it was not (those targets
+        end with ``status``)."""
         updated: list[Target] = []
         audit: list[AuditEntry] = []
         for target in targets:
@@ -145,12 +147,16 @@ class WavePublisher:
                 updated.append(replace(target, generation=generations[target.device_id]))
             elif target.device_id in failures:
                 why = failures[target.device_id]
-                updated.append(
-                    replace(target, status=TargetStatus.FAILED, reason=why, finished_at=now)
-                )
+                updated.append(replace(target, status=status, reason=why, finished_at=now))
                 audit.append(
                     AuditEntry(
-                        now, machine.LOOP, "target", "in_progress", "failed", why, target.device_id
+                        now,
+                        machine.LOOP,
+                        "target",
+                        "in_progress",
+                        status.value,
+                        why,
+                        target.device_id,
                     )
                 )
         self._store.save_targets(rollout.id, updated)

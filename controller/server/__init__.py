@@ -176,7 +176,7 @@ class Controller:
     def _republish_soon(self) -> None:
         """After every (re)connect, republish desired documents off the network thread.
 
-        Only the replica holding the rollout lease does (issue 17): three replicas starting
+        Only the replica holding the rollout lease does: three replicas starting
         together, or reconnecting after a broker restart, publish every device's document once,
         not three times. A replica that takes the lease republishes then, so a leader that died
         before its broker came back is made up for by the next one.

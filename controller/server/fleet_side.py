@@ -21,6 +21,7 @@ from controller.artifacts.store import ArtifactStore
 from controller.auth.service import AccessControl, bootstrap_admin
 from controller.db.schema import utcnow
 from controller.db.session import redact
+from controller.fleet.agent_releases import AgentReleases
 from controller.fleet.catalog import Catalog
 from controller.fleet.configs import Configs
 from controller.fleet.deployments import Fleet
@@ -64,6 +65,8 @@ class ModelSide:
     catalog: Catalog
     configs: Configs
     engines: EngineStore
+    agents: AgentReleases
+    """Agent releases (pushed like models, ordered by agent rollouts)."""
 
 
 def start_model_side(
@@ -93,7 +96,8 @@ def start_model_side(
     )
     configs = Configs(stores.configs, stores.repo, catalog)
     engines = EngineStore(stores.engines, store, signer=signer)
-    return ModelSide(catalog, configs, engines)
+    agents = AgentReleases(stores.agents, store, public_url, signer=signer)
+    return ModelSide(catalog, configs, engines, agents)
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,7 @@ def build_fleet(
         public_url,
         signer=signer,
         pending_jobs=pending_jobs(stores.jobs),
+        agent_orders=models.agents.orders_for,
     )
     jobs = JobService(
         stores.jobs, stores.repo, models.catalog, models.configs, fleet, signer=signer
@@ -140,6 +145,7 @@ def build_fleet(
         lease_ttl_s=s.rollout_lease_ttl_s,
         holder=f"{s.resolved_replica_id()}-{uuid.uuid4().hex[:6]}",
         on_lead=on_lead,
+        agents=models.agents,
     )
     report_duty = None
     if links.reports_follow_lease:
@@ -147,7 +153,12 @@ def build_fleet(
             links.inbound, [topics.every_device(Channel.REPORTED)], lambda: rollout_loop.leader
         )
     rollouts = RolloutService(
-        stores.rollouts, stores.repo, models.catalog, models.configs, wake=rollout_loop.wake
+        stores.rollouts,
+        stores.repo,
+        models.catalog,
+        models.configs,
+        wake=rollout_loop.wake,
+        agents=models.agents,
     )
     return FleetSide(fleet, jobs, rollout_loop, report_duty, rollouts)
 
@@ -182,6 +193,7 @@ def build_services(
         jobs=fleet.jobs,
         access=access,
         health=s.health,
+        agent_releases=models.agents,
         enrolment=EnrolmentService(
             stores.identities,
             links.side.admin,
@@ -207,7 +219,7 @@ def start_leader_work(fleet: FleetSide, signer: FleetSigner, stoppers: Stoppers)
         fleet.report_duty.start()
         stoppers.append(fleet.report_duty.stop)
 
-    # Singleton work runs in the replica holding the rollout lease (issue 17): job events
+    # Singleton work runs in the replica holding the rollout lease: job events
     # and re-signing, like the rollouts and the republishing of desired documents.
     def leads() -> bool:
         return rollout_loop.leader

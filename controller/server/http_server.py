@@ -34,7 +34,10 @@ class HttpServer(uvicorn.Server):
 def bind_http(host: str, port: int) -> socket.socket:
     """The HTTP API's listening socket; ControllerError naming ``--http`` when it cannot bind."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP spelled out: asyncio sets TCP_NODELAY only on connections of a socket whose
+    # proto says TCP; with the default 0 every keep-alive answer whose body follows its headers
+    # waited ~40 ms for the client's delayed ACK (Nagle).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))

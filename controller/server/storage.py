@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from controller.artifacts.store import ArtifactStore, open_store
 from controller.db import migrate
+from controller.db.agent_store import AgentReleaseStore
 from controller.db.config_store import ConfigStore
 from controller.db.engine_store import EngineStoreDb
 from controller.db.identity_store import IdentityStore
@@ -64,6 +65,7 @@ class Stores:
     jobs: JobStore
     rollouts: RolloutStore
     rate_buckets: RateBucketStore
+    agents: AgentReleaseStore
 
 
 def open_stores(db_url: str, stoppers: list[Callable[[], None]]) -> Stores:
@@ -81,4 +83,5 @@ def open_stores(db_url: str, stoppers: list[Callable[[], None]]) -> Stores:
         jobs=JobStore(engine),
         rollouts=RolloutStore(engine),
         rate_buckets=RateBucketStore(engine),
+        agents=AgentReleaseStore(engine),
     )

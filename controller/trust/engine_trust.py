@@ -1,4 +1,4 @@
-"""Who may put an engine into the fleet store, and who may pull it (pure; issue 19, finding 4).
+"""Who may put an engine into the fleet store, and who may pull it (pure).
 
 The store hands every twin an engine signed with the fleet key, and a twin trusts that signature.
 So a build is only as trustworthy as its uploader:
@@ -9,7 +9,7 @@ So a build is only as trustworthy as its uploader:
   build's choice. A device that has reported no facts yet cannot upload. Its facts must also
   give the class it is **pinned** to (``devices.pinned_class``: its first report's class, or one
   an operator accepted with ``jetfleet devices accept-class``): a gateway credential that reports
-  another hardware profile cannot upload for that profile's class (issue 29 N6); the change is
+  another hardware profile cannot upload for that profile's class; the change is
   shown in ``jetfleet devices ls`` until an operator accepts it (a JetPack upgrade is one).
   Operators (and the anonymous admin of a controller run without authentication) upload anything.
 - **Twins pull a device's build only when the operator said so**, per hardware class: ``devices``
@@ -48,7 +48,7 @@ from controller.records import check_mode as check_mode
 from shared.engine_keys import ValidityKey
 from shared.engine_validity import ort_validity, trt_validity
 from shared.facts import DeviceFacts
-from shared.hardware_class import hardware_class
+from shared.hardware_class import HARDWARE_CLASS_PATTERN, hardware_class
 
 EngineStatus = Literal["operator", "approved", "trusted", "pending"]
 """Whether twins get a build: uploaded by an operator, approved by one, built by a device of a
@@ -58,7 +58,7 @@ TRUST_MODES: tuple[str, ...] = get_args(TrustMode)
 DEFAULT_TRUST: TrustMode = "approval"
 FLEET_DEFAULT = "default"
 """The trust entry that applies to every hardware class without its own."""
-_CLASS = re.compile(r"^[a-z0-9][a-z0-9._/-]{0,127}$")
+_CLASS = re.compile(HARDWARE_CLASS_PATTERN)
 
 
 @dataclass(frozen=True)

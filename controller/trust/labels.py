@@ -10,12 +10,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from controller.errors import InvalidInput
 
 MAX_LABELS = 64
-_LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+LABEL_KEY_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$"
+LABEL_VALUE_PATTERN = r"^[^,=\x00-\x1f\x7f]{0,256}$"
+LABELS_SCHEMA: dict[str, Any] = {
+    "maxProperties": MAX_LABELS,
+    "propertyNames": {"pattern": LABEL_KEY_PATTERN},
+    "additionalProperties": {"type": "string", "pattern": LABEL_VALUE_PATTERN},
+}
+"""What :func:`check_labels` accepts, as the JSON Schema the API declares for a label set."""
+_LABEL_KEY = re.compile(LABEL_KEY_PATTERN)
+_LABEL_VALUE = re.compile(LABEL_VALUE_PATTERN)
 
 
 def check_labels(labels: Mapping[str, str]) -> dict[str, str]:
@@ -23,12 +32,12 @@ def check_labels(labels: Mapping[str, str]) -> dict[str, str]:
     if len(labels) > MAX_LABELS:
         raise InvalidInput(f"{len(labels)} labels: at most {MAX_LABELS}")
     for key, value in labels.items():
-        if not _LABEL_KEY.match(key):
+        if not _LABEL_KEY.fullmatch(key):
             raise InvalidInput(
                 f"label key {key!r}: use up to 63 letters, digits and . _ / - "
                 "(starting with a letter or digit)"
             )
-        if len(value) > 256 or any(c in value for c in ",=") or _CONTROL.search(value):
+        if not _LABEL_VALUE.fullmatch(value):
             raise InvalidInput(
                 f"label {key}={value!r}: at most 256 characters, no ',' or '=', no control "
                 "characters (newline, NUL, ...)"

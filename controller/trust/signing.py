@@ -33,8 +33,9 @@ from pydantic import ValidationError
 from controller.db.schema import utcnow
 from controller.db.signing_store import KeyRecord, SigningStore
 from controller.errors import Conflict
-from controller.records import DocumentSignatures, PlannedSlot
+from controller.records import AgentReleaseRecord, DocumentSignatures, PlannedSlot
 from controller.trust.key_files import KeyFiles, SigningError
+from shared.agent_releases import AGENT_ARTIFACT_NAME
 from shared.engines import EngineManifest
 from shared.manifests import (
     ENGINE_VERSION,
@@ -274,14 +275,27 @@ class FleetSigner:
             self._store.set_engine_manifest(manifest.engine_key, _json(signed))
         return signed
 
+    def agent_manifest(self, release: AgentReleaseRecord) -> tuple[SignedManifest, bool]:
+        """The signed manifest of an agent release: (manifest, True when signed now, so the
+        caller stores it). Its serial is the release's row id."""
+        subject = _Subject(
+            "agent", AGENT_ARTIFACT_NAME, release.version, release.id, release.sha256, release.size
+        )
+        signed = self._fresh(release.signed_manifest, subject, self._require_active())
+        if signed is not None:
+            return signed, False
+        return self._sign_subject(subject), True
+
     def stale(self) -> bool:
-        """True when a deployed version's stored manifest needs signing again."""
+        """True when a deployed version's (or an ordered agent release's) stored manifest needs
+        signing again."""
         active = self._store.active_key()
         if active is None:
             return False
         now = self._now()
-        for _, stored in self._store.deployed_manifests():
-            signed = _parse(stored)
+        stored = [m for _, m in self._store.deployed_manifests()]
+        for manifest in [*stored, *self._store.ordered_agent_manifests()]:
+            signed = _parse(manifest)
             if signed is None or not self._current(signed, active, now):
                 return True
         return False

@@ -1,4 +1,4 @@
-"""Telemetry ingest v2: health columns on telemetry_samples, per-minute rollups (issue 6).
+"""Telemetry ingest v2: health columns on telemetry_samples, per-minute rollups.
 
 Revision ID: 0004
 Revises: 0003

@@ -1,4 +1,4 @@
-"""Rollouts: state machine, targets, device claims, audit trail, controller leases (issue 5).
+"""Rollouts: state machine, targets, device claims, audit trail, controller leases.
 
 Revision ID: 0005
 Revises: 0004

@@ -1,4 +1,4 @@
-"""Security (issue 7): API tokens, audit log, enrolment tokens, device identities, signing keys,
+"""Security: API tokens, audit log, enrolment tokens, device identities, signing keys,
 signed manifests of model versions and engines.
 
 Revision ID: 0006

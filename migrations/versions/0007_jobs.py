@@ -1,4 +1,4 @@
-"""Jobs: on-device profiling and delegate tuning (issue 8).
+"""Jobs: on-device profiling and delegate tuning.
 
 Revision ID: 0007
 Revises: 0006

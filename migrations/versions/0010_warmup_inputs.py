@@ -1,4 +1,4 @@
-"""Warm-up inputs stored with each model version (issue 16, item 4).
+"""Warm-up inputs stored with each model version.
 
 ``model_versions.warmup`` (JSON, null for versions pushed before this revision): the shapes and
 values the operator gave at push (``--shape``, ``--value``, ``--inputs``), why reference outputs

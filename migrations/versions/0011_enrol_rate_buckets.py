@@ -1,4 +1,4 @@
-"""Enrolment rate-limit buckets in the database, shared by controller replicas (issue 17).
+"""Enrolment rate-limit buckets in the database, shared by controller replicas.
 
 ``enrol_rate_buckets``: one row per client address that tried ``POST /api/v1/enroll`` in the last
 minute or so (tokens left, when; seconds since the epoch). Before this revision each controller

@@ -3,7 +3,7 @@
 ``devices.pinned_class``: the class its first reported facts gave (or the class an operator
 accepted: ``jetfleet devices accept-class``). Before this revision the engine store trusted the
 class of a device's *latest* report, so a gateway credential could report another hardware
-profile and then upload an engine for that class (issue 29 N6). Existing devices are pinned to
+profile and then upload an engine for that class. Existing devices are pinned to
 the class of the facts stored now, computed here with the same derivation the controller uses
 (``shared.hardware_class``), so the upgrade fixes what each device was when it was taken.
 

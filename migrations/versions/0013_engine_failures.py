@@ -1,4 +1,4 @@
-"""Engine keys TensorRT could not build, remembered for the device's twins (issue 30).
+"""Engine keys TensorRT could not build, remembered for the device's twins.
 
 ``engine_failures``: one row per engine key whose TensorRT build failed for reasons of the model
 (the parser refused it, a layer is unsupported, the build child died by a signal), with the

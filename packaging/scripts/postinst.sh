@@ -1,7 +1,8 @@
 #!/bin/sh
 # postinst of jetfleet-agent and jetfleet-controller (the package name comes from dpkg).
 # Creates the jetfleet user and the state directories, enables the unit on first install
-# (never starts it: the operator configures first), restarts it on upgrade when it runs.
+# (never starts it: the operator configures first), restarts it on upgrade when it runs; an
+# agent upgrade makes the packaged release the one that runs unless the fleet's is newer.
 # Honours $DPKG_ROOT so that `dpkg --root DIR --force-script-chrootless` installs offline.
 set -e
 
@@ -18,6 +19,13 @@ configure)
     if [ -z "$2" ]; then
         # shellcheck disable=SC2086
         systemctl $ROOT_OPT enable "$UNIT"
+    fi
+    if [ "$PKG" = jetfleet-agent ] && [ -n "$2" ] && [ -z "$DPKG_ROOT" ]; then
+        # An upgrade by apt is the operator's choice: the packaged release runs from now on,
+        # unless the fleet already switched this gateway to a newer one. As the agent's user:
+        # root acts on nothing in the agent's state directory (docs/agent-updates.md).
+        version=$(dpkg-query -W -f='${Version}' jetfleet-agent | sed 's/-[^-]*$//')
+        runuser -u jetfleet -- /usr/lib/jetfleet/agent-launch --factory-installed "$version" || true
     fi
     if [ -z "$DPKG_ROOT" ] && [ -d /run/systemd/system ]; then
         systemctl daemon-reload

@@ -1,4 +1,4 @@
-"""`make deb` builds both packages; installed into a throwaway root they hold what issue 9 lists.
+"""`make deb` builds both packages; installed into a throwaway root they hold their files and units.
 
 The root is installed with `dpkg --root ROOT --force-script-chrootless`: plain `dpkg --root`
 chroots into ROOT to run maintainer scripts, which needs a whole system there (a debootstrap).
@@ -134,16 +134,20 @@ def test_config_and_secrets_modes(installed: Path) -> None:
 
 def test_units_are_enabled_not_started_and_their_binaries_exist(installed: Path) -> None:
     wants = installed / "etc/systemd/system/multi-user.target.wants"
-    for unit, binary in (
-        ("jetfleet-agent.service", "opt/jetfleet/venv/bin/jetfleet-agent"),
-        ("jetfleet-controller.service", "opt/jetfleet/controller-venv/bin/jetfleet"),
+    for unit, binary, shebang in (
+        ("jetfleet-agent.service", "usr/lib/jetfleet/agent-launch", "#!/bin/sh\n"),
+        ("jetfleet-controller.service", "opt/jetfleet/controller-venv/bin/jetfleet", None),
     ):
         link = wants / unit
         assert os.readlink(link) == f"/usr/lib/systemd/system/{unit}"
         text = (installed / "usr/lib/systemd/system" / unit).read_text()
         assert f"ExecStart=/{binary} " in text
         assert os.access(installed / binary, os.X_OK)
-        assert (installed / binary).read_text().startswith(f"#!/{binary.rsplit('/bin/', 1)[0]}")
+        shebang = shebang or f"#!/{binary.rsplit('/bin/', 1)[0]}"
+        assert (installed / binary).read_text().startswith(shebang)
+    assert (installed / "usr/lib/jetfleet/agent-launch").stat().st_uid == 0
+    venv_entry = installed / "opt/jetfleet/venv/bin/jetfleet-agent"  # the factory release
+    assert venv_entry.read_text().startswith("#!/opt/jetfleet/venv")
     assert os.readlink(installed / "usr/bin/jetfleet-agent") == (
         "/opt/jetfleet/venv/bin/jetfleet-agent"
     )
@@ -235,3 +239,28 @@ def test_purge_removes_the_agent_but_keeps_controller_data(installed: Path) -> N
     assert not (wants / "jetfleet-agent.service").is_symlink()
     assert (wants / "jetfleet-controller.service").is_symlink()
     assert (installed / "var/lib/jetfleet/controller").is_dir()
+
+
+def test_the_agent_package_installs_as_a_fleet_release(
+    debs: dict[str, Path], tmp_path: Path
+) -> None:
+    """The agent's updater unpacks the real .deb into a release tree that runs its self-check
+    (docs/agent-updates.md): the venv relocated, the entry written, the agent importable."""
+    from agent.update.archives import unpack
+
+    version = debs["jetfleet-agent"].name.split("_")[1].rsplit("-", 1)[0]
+    info = unpack(debs["jetfleet-agent"], "deb", tmp_path / "trees", version)
+    tree = tmp_path / "trees" / version
+    assert info.entry == "bin/jetfleet-agent"
+    assert os.path.realpath(tree / "venv/bin/python").startswith("/usr/bin/python3")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JETFLEET_", "PYTHON"))}
+    done = subprocess.run(
+        [str(tree / info.entry), "self-check", "--json"],
+        capture_output=True,
+        text=True,
+        env=env | {"JETFLEET_STATE_DIR": str(tmp_path / "state")},
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f'"version": "{version}"' in done.stdout
+    assert f"at {tree}/venv/bin/python" in done.stdout

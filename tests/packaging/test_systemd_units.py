@@ -1,4 +1,4 @@
-"""Both units pass `systemd-analyze verify` and keep the sandbox and restart policy of issue 9.
+"""Both units pass `systemd-analyze verify` and keep their sandbox and restart policy.
 
 `verify` refuses a unit whose ExecStart binary does not exist, and /opt/jetfleet/venv exists only
 where the package is installed; the test therefore verifies copies whose ExecStart points at a
@@ -29,7 +29,7 @@ def service_section(name: str) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("name", "binary"),
     [
-        ("jetfleet-agent.service", "/opt/jetfleet/venv/bin/jetfleet-agent"),
+        ("jetfleet-agent.service", "/usr/lib/jetfleet/agent-launch"),
         ("jetfleet-controller.service", "/opt/jetfleet/controller-venv/bin/jetfleet"),
     ],
 )
@@ -64,7 +64,7 @@ def test_agent_unit_notifies_restarts_and_is_sandboxed() -> None:
     assert int(svc["WatchdogSec"]) > 0
     assert svc["Restart"] == "on-failure"
     assert svc["ExecStart"] == (
-        "/opt/jetfleet/venv/bin/jetfleet-agent run --config /etc/jetfleet/agent.toml"
+        "/usr/lib/jetfleet/agent-launch run --config /etc/jetfleet/agent.toml"
     )
     assert svc["EnvironmentFile"] == "-/etc/jetfleet/agent.env"
     assert svc["User"] == "jetfleet"

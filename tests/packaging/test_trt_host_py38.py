@@ -1,5 +1,5 @@
 """agent/trt_host runs under JetPack 5.1's Python 3.8: every file parses as 3.8 and imports only
-the standard library, numpy, tensorrt and its own package (issue 15)."""
+the standard library, numpy, tensorrt and its own package."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 HOST = Path(__file__).resolve().parents[2] / "agent" / "trt_host"
 ALLOWED = {"numpy", "tensorrt", "__future__"}
-# The transport's CPU mode (issue 15 part 4): ONNX Runtime, imported lazily in that mode only.
+# The transport's CPU mode: ONNX Runtime, imported lazily in that mode only.
 EXTRA = {"backend_ort.py": {"onnxruntime"}}
 FILES = sorted(HOST.glob("*.py"))
 

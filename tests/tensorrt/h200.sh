@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The `tensorrt` and `gpu` tests, the probe and the TensorRT host bench on the H200 GPU test host,
-# with real TensorRT from ../shared/tools/trt-h200 (run from the repository root there, after the
-# .trt/cN parts were copied to /tmp/trt: ../shared/tools/trt-h200/README.md). Results go to $OUT.
+# with a real TensorRT 8.5.2 or 8.6.0 unpacked under .trt/ (run from the repository root there,
+# after the .trt/cN parts were copied to /tmp/trt; see
+# docs/development.md#real-tensorrt-on-an-x86-gpu-host). Results go to $OUT.
 # TensorRT is made importable the way JetPack installs it, as a system package of the device's
 # Python (a .pth in its site-packages), and the agent finds that Python through
 # JETFLEET_TENSORRT_PYTHON, as the tensorrt_python setting would on a gateway.

@@ -1,5 +1,5 @@
 """Every model family serves on real TensorRT: built, or fallen back to ONNX Runtime for reasons
-TensorRT gives, and the answers match the controller's reference outputs (issue 30, item 4).
+TensorRT gives, and the answers match the controller's reference outputs.
 
 Each family of :mod:`tests.model_families` goes the agent's way: the controller's reference
 outputs for the shapes and inputs an operator pushes (``reference_npz`` with ``--shape`` and

@@ -2,7 +2,7 @@
 outputs, kill -9 of a TensorRT host mid-request, zoo-style models through TensorRT's parser.
 
 Marked ``tensorrt``: runs where the TensorRT interpreter imports TensorRT and a CUDA device
-answers (the H200 host with ../shared/tools/trt-h200, a Jetson); skips with the reason elsewhere.
+answers (an x86 GPU host with a TensorRT from PyPI, a Jetson); skips with the reason elsewhere.
 The same scenarios run in CI with the host on its CPU backend (tests/integration/trt_host).
 """
 

@@ -1,7 +1,7 @@
 """The TensorRT host's TensorRT side for real: build, infer on user-managed memory, refit, profile.
 
 Marked ``tensorrt``: runs where ``import tensorrt`` works and a CUDA device answers (the H200
-host with ../shared/tools/trt-h200 gives TensorRT 8.5.2 or 8.6.0); skips with the reason
+host with a TensorRT from PyPI gives 8.5.2 or 8.6.0); skips with the reason
 elsewhere. Builds switch off cuBLAS/cuBLASLt/cuDNN tactics (not shipped on the H200 host, and a
 memory saver on Jetsons) and TF32 (so FP32 matches ONNX Runtime to 1e-4). Imports only numpy,
 onnx, onnxruntime, tensorrt, pytest and agent.trt_host.

@@ -1,4 +1,4 @@
-"""The model families that break TensorRT (issue 30, item 4): each valid, run by ONNX Runtime on
+"""The model families that break TensorRT: each valid, run by ONNX Runtime on
 its feeds, and structurally what it claims to be."""
 
 from __future__ import annotations

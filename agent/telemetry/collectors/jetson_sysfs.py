@@ -1,9 +1,9 @@
 """Jetson health from sysfs and procfs, read through a configurable root (``/`` on a device).
 
-Sources, as jetson-stats reads them (tensorrt-notes.md §3.2, §4): GPU load and frequency from the
-GPU's devfreq node, temperatures from thermal zones, power rails from the INA3221 monitors,
-``MemAvailable`` and ``NvMapMemUsed`` from ``/proc/meminfo``, fragmentation from
-``/proc/buddyinfo``, and the power mode and clock lock from ``nvpmodel -q`` and
+Sources, as jetson-stats reads them (docs/tensorrt.md#memory-on-a-jetson, #jtop-jetson-stats): GPU
+load and frequency from the GPU's devfreq node, temperatures from thermal zones, power rails from
+the INA3221 monitors, ``MemAvailable`` and ``NvMapMemUsed`` from ``/proc/meminfo``, fragmentation
+from ``/proc/buddyinfo``, and the power mode and clock lock from ``nvpmodel -q`` and
 ``jetson_clocks --show`` (slow tools, so they are re-run at most every ``tools_every_s``).
 
 Why ``lfb`` (largest free block) matters on a Jetson: CPU, GPU, DLA and codecs share one DRAM

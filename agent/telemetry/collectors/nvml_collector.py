@@ -1,11 +1,11 @@
 """dGPU health through NVML (``nvidia-ml-py``, imported as ``pynvml``), one reading per GPU.
 
 NVML is initialised on the first ``collect`` and shut down by ``close`` (every ``nvmlInit`` is
-paired with one ``nvmlShutdown``; NVML counts them). A query a GPU does not support answers
-``None`` instead of failing the sample (tensorrt-notes.md §6). Any other NVML error drops the
-session, reports the reason, and the next ``collect`` initialises again (a driver reload
-invalidates old handles). On a Jetson NVML is missing or answers little: use the Jetson
-collectors there (§3.2).
+paired with one ``nvmlShutdown``; NVML counts them). A query a GPU does not support answers ``None``
+instead of failing the sample (docs/tensorrt.md#nvml-on-dgpu-gateways). Any other NVML error drops
+the session, reports the reason, and the next ``collect`` initialises again (a driver reload
+invalidates old handles). On a Jetson NVML is missing or answers little: use the Jetson collectors
+there.
 """
 
 from __future__ import annotations

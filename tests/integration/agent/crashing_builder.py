@@ -1,5 +1,5 @@
 """A builder child that writes half an engine and then crashes with a real SIGSEGV, as TensorRT's
-builder did on a public opset-18 model (issue 30): reads address 0 through ctypes."""
+builder did on a public opset-18 model: reads address 0 through ctypes."""
 
 from __future__ import annotations
 

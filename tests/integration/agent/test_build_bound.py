@@ -1,4 +1,4 @@
-"""A stuck TensorRT build is bounded per delegate config (issue 30, item 5): the config's
+"""A stuck TensorRT build is bounded per delegate config: the config's
 ``build_timeout_s`` kills it (not the agent's hour-long default), and the slot falls back."""
 
 from __future__ import annotations

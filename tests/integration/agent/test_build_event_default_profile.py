@@ -1,5 +1,5 @@
 """The agent's ``build_started`` event states the shape profile an engine is built for, the
-default profile the controller added from the version's warm-up shapes (issue 30, item 2)
+default profile the controller added from the version's warm-up shapes
 included, and says nothing of one for a config without profiles."""
 
 from __future__ import annotations

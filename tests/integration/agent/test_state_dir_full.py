@@ -1,5 +1,5 @@
 """A desired document that arrives while the state directory is full does not stop the agent
-(found by the 30-minute soak, issue 18: a redeploy during its full-disk fault, now that outages
+(found by the 30-minute soak: a redeploy during its full-disk fault, now that outages
 overlap other faults, ended the agent with ENOSPC from saving ``desired.json``; no agent served
 on that gateway for the rest of the run). The agent acts on the document from memory, keeps
 serving what it has, and writes the document and deploys the new version once there is space.

@@ -88,7 +88,7 @@ def test_a_version_tensorrt_cannot_build_serves_on_onnxruntime_and_says_why(
         assert "tensorrt" in slot.fallback_reason.lower()
         failed = observer.wait_for(Event, lambda e: e.kind == "build_failed", "build_failed")
         assert failed.data["runtime"] == "tensorrt"
-        assert failed.data["seconds"] >= 0  # what the failed build cost (issue 30 item 5)
+        assert failed.data["seconds"] >= 0  # what the failed build cost
         event = observer.wait_for(Event, lambda e: e.kind == "fallback", "the fallback event")
         assert event.data["reason"] == slot.fallback_reason
         assert event.message.startswith("classifier 1 falls back to ONNX Runtime: ")

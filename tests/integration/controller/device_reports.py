@@ -1,5 +1,5 @@
 """What an agent tells the controller about itself before it may share engines: its facts,
-reported over MQTT; and the operator's trust in a class's device builds (issue 19, finding 4)."""
+reported over MQTT; and the operator's trust in a class's device builds."""
 
 from __future__ import annotations
 

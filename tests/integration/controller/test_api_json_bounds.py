@@ -1,4 +1,4 @@
-"""Every JSON body the controller's API reads is bounded in nesting (issue 16 item 5): a deeply
+"""Every JSON body the controller's API reads is bounded in nesting: a deeply
 nested body is a 400 with a JSON error, never a 500 or a RecursionError in the log, and the
 controller answers the next request. (FastAPI's body parser turns the decoder's RecursionError
 into "There was an error parsing the body"; the typed schemas admit no free-form nesting, so

@@ -1,4 +1,4 @@
-"""Default shape profiles over the real controller (issue 30, item 2): a dynamic model pushed with
+"""Default shape profiles over the real controller: a dynamic model pushed with
 ``--shape`` deploys with a TensorRT config that has no profile (the profile is the pushed shape,
 min = opt = max, in the resolved config and the desired document, with its provenance); pushed
 without a shape it is refused as before; pushed with ``--inputs`` the sample's shape serves."""

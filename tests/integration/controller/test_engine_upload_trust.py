@@ -1,4 +1,4 @@
-"""Fleet-wide engine poisoning (issue 19, finding 4), against a real controller (uvicorn, SQLite
+"""Fleet-wide engine poisoning, against a real controller (uvicorn, SQLite
 and PostgreSQL, Mosquitto) with device tokens, facts reported over MQTT and real ORT builds.
 
 The probe's attack: an x86 CPU gateway stored junk bytes as a TensorRT 10.3 / Orin engine, which

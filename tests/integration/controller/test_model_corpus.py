@@ -1,4 +1,4 @@
-"""The model corpus end to end (issue 16, items 1 and 8): every model pushed to a real controller,
+"""The model corpus end to end: every model pushed to a real controller,
 deployed to a real agent (its ONNX Runtime engine built), served, and answered over KServe v2
 (JSON ``data`` and binary tensors) equal to ONNX Runtime run directly on the original model. The
 model's metadata names exactly ONNX Runtime's inputs and outputs.

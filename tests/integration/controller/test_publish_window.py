@@ -1,4 +1,4 @@
-"""A batch of desired documents goes out at once, not 20 at a time (issue 17, scale).
+"""A batch of desired documents goes out at once, not 20 at a time (found at scale).
 
 paho keeps at most ``max_inflight_messages`` QoS 1 publishes unacknowledged (20 by default) and
 queues the rest until acknowledgements come back: a rollout chunk of 500 documents paid 25

@@ -1,4 +1,4 @@
-"""A device whose stored facts this controller cannot read (issue 14 item 9).
+"""A device whose stored facts this controller cannot read.
 
 Facts are stored as JSON and read back as the wire model; a document written by a controller of
 another version (here a future ``jetfleet/facts/2``) no longer validates. Such a device has no

@@ -1,4 +1,4 @@
-"""Warm-up inputs the model accepts (issue 16, item 4), end to end on a real controller and agent:
+"""Warm-up inputs the model accepts, end to end on a real controller and agent:
 a model that needs a sequence longer than 1 and a sample rate (``sr`` 8000 or 16000) is pushed
 without inputs → the CLI warns, naming --shape/--value/--inputs, and exits 3; deploys and
 rollouts of it are refused (409) naming the fix; pushed again with ``--shape input=1x512

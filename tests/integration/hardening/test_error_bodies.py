@@ -1,4 +1,4 @@
-"""A 20 KB name in a request gets a short error body from a real controller (issue 19): 404s,
+"""A 20 KB name in a request gets a short error body from a real controller: 404s,
 400s and FastAPI's 422s quote the request only in short, and still say what was wrong."""
 
 from __future__ import annotations

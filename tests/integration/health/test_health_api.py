@@ -89,7 +89,7 @@ def test_fleet_summary_health_series_and_metrics(
     assert "jetfleet_ingest_samples_duplicate_total 2" in text
     assert "# TYPE jetfleet_ingest_rejected_total counter" in text
     assert 'jetfleet_device_latency_p99_seconds{device="gw-ok"}' in text
-    assert promtool(text) == ""  # Prometheus's own lint: base units, names, types (issue 32)
+    assert promtool(text) == ""  # Prometheus's own lint: base units, names, types
     grafana = (Path(__file__).parents[3] / "packaging/grafana/jetfleet.json").read_text()
     for name in set(re.findall(r"jetfleet_[a-z0-9_]+", grafana)) - {"jetfleet_fleet"}:
         assert f"# TYPE {name} " in text, f"the Grafana dashboard queries {name}, not exported"

@@ -1,4 +1,4 @@
-"""What the ingest link's persistent session and acknowledge-after-store give (issues 17, 18),
+"""What the ingest link's persistent session and acknowledge-after-store give,
 against the real Mosquitto: nothing the broker accepted is lost while the link is down or its
 handler has not stored a read, and replicas in one shared subscription split the messages
 between them without losing the share of one that is away. No mocks.
@@ -95,8 +95,8 @@ def test_messages_sent_while_the_link_is_down_arrive_when_it_connects_again(
 def test_a_clean_session_loses_what_was_sent_while_it_was_down(
     mosquitto: str, no_leftover_link_thread: None
 ) -> None:
-    """The behaviour before issue 18, kept for ``JETFLEET_INGEST_SESSION_EXPIRY_S=0``: the
-    contrast shows the test above depends on the session, not on timing."""
+    """The behaviour before persistent sessions, kept for ``JETFLEET_INGEST_SESSION_EXPIRY_S=0``:
+    the contrast shows the test above depends on the session, not on timing."""
     prefix = f"jflink/{uuid.uuid4().hex[:10]}"
     client_id = session_id()
     first = IngestLink(mosquitto, [f"{prefix}/+/telemetry"], Received(), client_id=client_id)

@@ -1,1 +1,1 @@
-"""The artifact store on S3 (issue 17 item 3), against a real SeaweedFS started by the tests."""
+"""The artifact store on S3, against a real SeaweedFS started by the tests."""

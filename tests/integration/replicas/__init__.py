@@ -1,1 +1,1 @@
-"""Several ``jetfleet serve`` processes on one PostgreSQL database and one Mosquitto (issue 17)."""
+"""Several ``jetfleet serve`` processes on one PostgreSQL database and one Mosquitto."""

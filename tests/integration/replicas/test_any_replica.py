@@ -1,4 +1,4 @@
-"""Any replica answers any API request, with no sticky state (issue 17, item 1)."""
+"""Any replica answers any API request, with no sticky state."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Replicas that share no disk keep artifacts and engines in one S3 bucket (issue 17 item 3).
+"""Replicas that share no disk keep artifacts and engines in one S3 bucket.
 
 Real ``jetfleet serve`` processes on one PostgreSQL, each with its own data directory, the same
 ``--artifact-store s3://...`` on a real SeaweedFS (endpoint and credentials from the standard

@@ -1,5 +1,5 @@
 """Reported state is stored once, by the replica running the rollouts, not by every replica
-(issue 17; :mod:`controller.ingest.report_duty`), and a report sent while no replica listened
+(:mod:`controller.ingest.report_duty`), and a report sent while no replica listened
 (the leader killed, the lease not yet taken) is stored by the next leader from the broker's
 retained copy.
 

@@ -1,5 +1,5 @@
 """Exactly one replica runs the rollouts; ``kill -9`` of it mid-rollout hands the lease to another
-within the lease TTL (+ 5 s) and the rollout completes from its persisted state (issue 17)."""
+within the lease TTL (+ 5 s) and the rollout completes from its persisted state."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Telemetry across replicas (issue 17 item 2): two replicas split every device's telemetry
+"""Telemetry across replicas: two replicas split every device's telemetry
 through the shared subscription; ``kill -9`` of one while gateways keep sending, then its restart
 under the same replica id (as systemd's ``Restart=on-failure`` does), loses nothing the broker
 accepted and stores nothing twice. Real Mosquitto, PostgreSQL and ``jetfleet serve`` processes.

@@ -1,4 +1,4 @@
-"""The scale bench (issue 17 item 4) at a small size: 60 simulated gateways with their own
+"""The scale bench at a small size: 60 simulated gateways with their own
 broker credentials, two ``jetfleet serve`` replicas on a fresh PostgreSQL database and the
 bench's own Mosquitto; a clean rollout, then one whose leader is killed with -9 mid-rollout and
 started again. Asserts counts, never times."""

@@ -1,5 +1,5 @@
-"""What a client can do to other clients' sessions and retained messages (issue 19, findings 1
-and 2), on Mosquitto with dynamic security and on the embedded broker alike.
+"""What a client can do to other clients' sessions and retained messages, on Mosquitto with dynamic
+security and on the embedded broker alike.
 
 - A device receives at CONNECT only retained messages its own subscriptions and its ACL allow
   (amqtt sent every retained message matching anybody's live subscription).

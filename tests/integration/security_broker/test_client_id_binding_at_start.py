@@ -1,4 +1,4 @@
-"""Mosquitto credentials made before client ids were bound (issue 19) are bound to their
+"""Mosquitto credentials made before client ids were bound are bound to their
 agent's client id when the controller starts, so an older fleet is closed too."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def test_an_unbound_credential_is_bound_at_controller_start(
         MqttAuth(secured.controller_user, secured.controller_password),
         secured.topics.prefix,
     )
-    try:  # what a controller before issue 19 created: no clientid on the client
+    try:  # what a controller before client-id binding created: no clientid on the client
         admin._run([{"command": "setClientId", "username": user, "clientid": ""}])
     finally:
         admin.stop()
@@ -53,7 +53,7 @@ def test_a_connected_device_stays_connected_when_a_controller_starts(
 ) -> None:
     """Binding at start leaves credentials that already carry their id alone: Mosquitto
     disconnects a client at every ``setClientId``, so setting each id again at every start
-    (each replica's) disconnected the whole fleet (found at 10,000 devices, issue 17)."""
+    (each replica's) disconnected the whole fleet (found at 10,000 devices)."""
     identity = secured.enrol("gw-live")
     gateway = peer(identity["broker_username"], identity["broker_password"])
     assert str(gateway.connect()) == "Success"

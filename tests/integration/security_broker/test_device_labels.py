@@ -1,6 +1,6 @@
-"""Labels come from the operator or the enrolment token, never from the device (issue 19,
-finding 6): a device that reported ``labels`` or asked for extra ones at enrolment used to get
-them, and selectors then targeted it."""
+"""Labels come from the operator or the enrolment token, never from the device: a device that
+reported ``labels`` or asked for extra ones at enrolment used to get them, and selectors then
+targeted it."""
 
 from __future__ import annotations
 

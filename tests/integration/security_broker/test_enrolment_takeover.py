@@ -1,6 +1,6 @@
-"""An enrolment token not bound to a device cannot take over an enrolled one (issue 19, finding
-3): it used to hand out a new identity for any device id, locking the real gateway out of the
-API and the broker. Against Mosquitto (dynamic security) and the embedded broker."""
+"""An enrolment token not bound to a device cannot take over an enrolled one: it used to hand out a
+new identity for any device id, locking the real gateway out of the API and the broker. Against
+Mosquitto (dynamic security) and the embedded broker."""
 
 from __future__ import annotations
 

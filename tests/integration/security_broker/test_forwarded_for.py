@@ -1,5 +1,5 @@
 """``X-Forwarded-For`` names the client only when it comes from a proxy the operator listed with
-``jetfleet serve --trusted-proxy`` (issue 19, finding 7): uvicorn used to believe it from any
+``jetfleet serve --trusted-proxy``: uvicorn used to believe it from any
 loopback peer, so one local client could make up a new address for every enrolment attempt and
 never meet the rate limit, and put any address it liked in the audit log."""
 

@@ -1,4 +1,4 @@
-"""Signed artifacts end to end (issue 7 item 4): a real controller signs, a real agent that pinned
+"""Signed artifacts end to end: a real controller signs, a real agent that pinned
 the fleet key at enrolment verifies, and an attacker who can publish desired documents on the
 real Mosquitto tries tampered artifacts against it while it serves. Each attempt is refused with
 its reason in the slot and in an ``artifact_refused`` event, and the version that served before

@@ -1,4 +1,4 @@
-"""Signed desired documents end to end (issue 7): a real controller signs every document it
+"""Signed desired documents end to end: a real controller signs every document it
 publishes, a real agent that pinned the fleet key verifies each one before applying it, and an
 attacker with publish access on the real Mosquitto tries to freeze, undeploy or replay. Each
 forged document is refused with a ``desired_refused`` event (which reaches the controller's

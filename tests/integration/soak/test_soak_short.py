@@ -1,4 +1,4 @@
-"""The short soak (issue 18): about 3 minutes of a real fleet under >= 5 seeded faults.
+"""The short soak: about 3 minutes of a real fleet under >= 5 seeded faults.
 
 Its own Mosquitto (restarted, taken down), its own PostgreSQL cluster (initdb in the test's
 directory, on a free port; stopped and started again), ``jetfleet serve`` on it (killed with
@@ -21,7 +21,7 @@ from bench.soak.run import Config, Soak
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 # F.CONTROLLER_KILL: what agents send while the controller is down waits in its ingest link's
-# persistent session on the broker (issue 18); before, that link's clean session lost it.
+# persistent session on the broker; before, that link's clean session lost it.
 # F.POSTGRESQL_RESTART: telemetry that arrives while the database is down is held, unacknowledged,
 # until it is back (controller/ingest/batch.py); before, the writer dropped it after 3.5 s.
 KINDS = (

@@ -1,4 +1,4 @@
-"""A full state directory delays telemetry but loses none (found by the soak bench, issue 18).
+"""A full state directory delays telemetry but loses none (found by the soak bench).
 
 The state directory is a real 2 MiB tmpfs (root, as the soak and CI run); a filler file takes
 the last free byte while the agent keeps producing samples, then is deleted.

@@ -1,4 +1,4 @@
-"""Default shape profiles (issue 30, item 2): a dynamic input without a profile in its config gets
+"""Default shape profiles: a dynamic input without a profile in its config gets
 one from the shapes its version was pushed with (--shape, else the operator's reference inputs)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which inputs warm-up, reference outputs and validation feed a model (issue 16, item 4): the
+"""Which inputs warm-up, reference outputs and validation feed a model: the
 pure decision, profile opt → reference → given → dims with dynamic ones 1."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """What a device reports comes back from the database typed: its slots as ``SlotStatus`` (phases
-as ``SlotPhase``) and its facts as ``DeviceFacts`` (issue 14 item 9), on SQLite and PostgreSQL."""
+as ``SlotPhase``) and its facts as ``DeviceFacts``, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What agents send while PostgreSQL restarts is stored once it is back (issue 18).
+"""What agents send while PostgreSQL restarts is stored once it is back.
 
 The batch writer keeps a telemetry batch while the database cannot be reached (connection
 refused or cut, server shutting down) instead of giving it up after four attempts and dropping

@@ -1,5 +1,5 @@
 """Reported states and presence stored many at once (``record_many``, one transaction per inbox
-backlog, issue 17 item 4) keep what one at a time gives: the newest generation wins whatever the
+backlog) keep what one at a time gives: the newest generation wins whatever the
 order replicas store them in, presence follows the last message, unknown devices are created on
 first contact; and replicas storing overlapping backlogs at once do not deadlock. SQLite and the
 real PostgreSQL."""

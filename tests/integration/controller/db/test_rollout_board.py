@@ -1,5 +1,5 @@
 """The rollout read model of ``/metrics`` and the dashboard's rollout page (moved out of the
-telemetry store, issue 14 item 9), on SQLite and PostgreSQL."""
+telemetry store), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``IngestBatcher.after_written`` (issue 18): the ingest link acknowledges a read to the broker
+"""``IngestBatcher.after_written``: the ingest link acknowledges a read to the broker
 only from this callback, so it must come after the read's messages are in the database, in the
 order the reads came, and also for a read the database refuses for good (else the broker would
 send a poison message for ever). Real SQLite and PostgreSQL stores."""

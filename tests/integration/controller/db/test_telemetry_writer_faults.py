@@ -1,6 +1,6 @@
-"""Telemetry keeps flowing into the database when a write fails in an unexpected way (issue 14,
-item 7): a psycopg error in PostgreSQL's COPY is a DatabaseError like any other database error,
-and the batched writer survives an exception it did not expect."""
+"""Telemetry keeps flowing into the database when a write fails in an unexpected way: a psycopg
+error in PostgreSQL's COPY is a DatabaseError like any other database error, and the batched writer
+survives an exception it did not expect."""
 
 from __future__ import annotations
 

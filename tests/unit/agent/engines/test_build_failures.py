@@ -1,4 +1,4 @@
-"""Which failed TensorRT builds the engine store remembers for the twins (issue 30): the model's,
+"""Which failed TensorRT builds the engine store remembers for the twins: the model's,
 not this device's (memory, space, stopping, a build refused before it started here)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ONNX Runtime engine keeps the model's interface, whatever the IR version (issue 16, item 1).
+"""The ONNX Runtime engine keeps the model's interface, whatever the IR version.
 
 An IR-3 model lists its initializers in ``graph.input``; when ONNX Runtime folds some of them
 away (Conv+BatchNormalization fusion), the optimised model it saves used to list them as inputs,

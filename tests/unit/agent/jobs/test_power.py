@@ -1,7 +1,8 @@
 """Power mode decisions and the nvpmodel adapter, on replayed nvpmodel output (never run for real).
 
 ``orin-nx-16gb-p-verbose.txt`` is written in the ``nvpmodel -p --verbose`` line format jtop parses
-(POWER_MODEL / TPC_PG_MASK / PM_CONFIG, tensorrt-notes.md §5.1); its 10W mode gates TPCs.
+(POWER_MODEL / TPC_PG_MASK / PM_CONFIG, docs/tensorrt.md#power-modes-nvpmodel); its 10W mode gates
+TPCs.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
 """ONNX Runtime's TensorRT provider keeps its engines and timing cache under the agent's state
-dir, one directory per model engine key, so a restart loads instead of rebuilding (issue 15 part
-6)."""
+dir, one directory per model engine key, so a restart loads instead of rebuilding."""
 
 from __future__ import annotations
 

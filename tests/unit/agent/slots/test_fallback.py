@@ -1,4 +1,4 @@
-"""Which TensorRT failures make a slot fall back to ONNX Runtime (issue 30): the model's (its
+"""Which TensorRT failures make a slot fall back to ONNX Runtime: the model's (its
 parser refusal, an unsupported layer, a build child dead by a signal, a stuck build, no execution
 context, outputs off the reference), not the device's (memory, space, the network, stopping)."""
 

@@ -1,4 +1,4 @@
-"""The agent warms a new engine up on inputs the model accepts (issue 16, item 4): the
+"""The agent warms a new engine up on inputs the model accepts: the
 reference's first case (its shapes and values), or the config's shape profile opt, not 1 in
 every dynamic dimension and zeros, on real ONNX Runtime."""
 

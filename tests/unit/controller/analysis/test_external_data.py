@@ -1,4 +1,4 @@
-"""Models with external data (issue 16 item 7): an archive of a .onnx and its data files becomes one
+"""Models with external data: an archive of a .onnx and its data files becomes one
 self-contained model equal in ONNX Runtime to the original; archives that reach outside themselves,
 links, lies about sizes and missing data are refused with the reason; a bare .onnx whose data is
 elsewhere is refused at upload with what to push instead."""

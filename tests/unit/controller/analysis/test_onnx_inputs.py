@@ -1,4 +1,4 @@
-"""The controller's inputs are ONNX Runtime's inputs, for every IR version (issue 16, item 1).
+"""The controller's inputs are ONNX Runtime's inputs, for every IR version.
 
 Initializers listed in ``graph.input`` (every IR-3 model's, overridable ones in later IRs) are
 not inputs: no client sends them, no reference holds them.

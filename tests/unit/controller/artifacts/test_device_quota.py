@@ -1,4 +1,4 @@
-"""A device's artifact uploads are bounded per day (issue 29), forgotten as the day passes."""
+"""A device's artifact uploads are bounded per day, forgotten as the day passes."""
 
 from __future__ import annotations
 

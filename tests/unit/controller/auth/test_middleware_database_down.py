@@ -1,5 +1,5 @@
 """A request whose token cannot be checked because the database is unavailable (PostgreSQL
-restarting, issue 18) is answered 503 with Retry-After, in one log line, instead of escaping the
+restarting) is answered 503 with Retry-After, in one log line, instead of escaping the
 middleware as an unhandled exception (a 500 and a traceback per request)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The embedded broker's pure guards: which client ids a credential may use, and the packet
-size cap that follows MQTT framing over however the bytes arrive (issue 19)."""
+size cap that follows MQTT framing over however the bytes arrive."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Failed broker logins lock their (address, user) and address keys for a while (issue 29: 274
+"""Failed broker logins lock their (address, user) and address keys for a while (a probe's 274
 wrong-password logins a second, each a PBKDF2 hash, kept both cores busy); unknown user names
 cost the same hash as known ones (the answer's time told which device ids exist)."""
 

@@ -1,5 +1,5 @@
 """``jetfleet devices ls`` and ``show`` say when a slot serves on ONNX Runtime because TensorRT
-could not (issue 30), with TensorRT's words; a slot TensorRT serves reads as before."""
+could not, with TensorRT's words; a slot TensorRT serves reads as before."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Resolving a config for a dynamic model adds the default shape profile from the version's
-warm-up shapes (issue 30, item 2): in the effective config, with its provenance, or the
+warm-up shapes: in the effective config, with its provenance, or the
 refusal as before when the version has no shape for the input."""
 
 from __future__ import annotations

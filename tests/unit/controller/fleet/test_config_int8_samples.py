@@ -1,4 +1,4 @@
-"""Resolving an int8 config without a calibration cache (issue 31 row 2): accepted for a version
+"""Resolving an int8 config without a calibration cache: accepted for a version
 whose reference inputs the operator gave (the device calibrates from them), refused for one whose
 inputs the controller made up at random, naming ``--inputs``."""
 

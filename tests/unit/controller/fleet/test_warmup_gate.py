@@ -1,5 +1,5 @@
 """A version whose warm-up inputs are unknown (ONNX Runtime failed on the inputs tried at push)
-is refused for deploys and rollouts, with the fix named (issue 16, item 4)."""
+is refused for deploys and rollouts, with the fix named."""
 
 from __future__ import annotations
 

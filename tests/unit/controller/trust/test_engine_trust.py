@@ -1,4 +1,4 @@
-"""Who may store an engine and who may pull it (pure; issue 19, finding 4), over emulated boards."""
+"""Who may store an engine and who may pull it (pure), over emulated boards."""
 
 from __future__ import annotations
 
