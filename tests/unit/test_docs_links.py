@@ -40,10 +40,6 @@ OUTSIDE = re.compile(
 )
 SCANNED = {".py", ".md", ".toml", ".sh", ".txt", ".cfg", ".ini", ".yml", ".yaml", ".service"}
 SKIPPED_DIRS = {"node_modules", "build", "dist", "__pycache__"}
-# packaging/ is being changed by another hand right now; its README still says "ARCHITECTURE
-# §6a" for docs/architecture.md#the-tensorrt-host. Remove this entry once that line is repointed
-# (test_known_outside_citations_still_exist fails when it is stale).
-KNOWN_OUTSIDE = {"packaging/README.md": "ARCHITECTURE §6a"}
 
 FENCE = re.compile(r"^```.*?$(.*?)^```", re.MULTILINE | re.DOTALL)
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
@@ -199,11 +195,6 @@ def test_no_file_cites_a_document_outside_the_repository() -> None:
             continue
         rel = str(path.relative_to(ROOT))
         for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-            if OUTSIDE.search(line) and KNOWN_OUTSIDE.get(rel, "\0") not in line:
+            if OUTSIDE.search(line):
                 found.append(f"{rel}:{number}: {line.strip()}")
     assert not found, "cites a document outside the repository:\n" + "\n".join(found)
-
-
-@pytest.mark.parametrize(("rel", "text"), sorted(KNOWN_OUTSIDE.items()))
-def test_known_outside_citations_still_exist(rel: str, text: str) -> None:
-    assert text in (ROOT / rel).read_text(), f"{rel} no longer says {text!r}: drop it here"
