@@ -214,6 +214,25 @@ def _dynamic_inputs(network: Any) -> Dict[str, Tuple[int, ...]]:
     return found
 
 
+def _fixed_profiles(network: Any) -> Tuple[Tuple[ShapeRange, ...], ...]:
+    """One profile of the inputs' own shapes for a network whose inputs are all static but
+    whose outputs are data-dependent (NonZero, NonMaxSuppression): real TensorRT 8.5.2 refuses
+    to build such a network without any profile ("Profile kOPT values are not self-consistent
+    ... need profile") and builds it with this one. Nothing for other networks, nor where an
+    input is a shape tensor (its profile needs values, not shapes)."""
+    outputs = [network.get_output(i) for i in range(int(network.num_outputs))]
+    if not any(any(int(d) < 0 for d in tensor.shape) for tensor in outputs):
+        return ()
+    inputs = [network.get_input(i) for i in range(int(network.num_inputs))]
+    if not inputs or any(bool(tensor.is_shape_tensor) for tensor in inputs):
+        return ()
+    ranges = []
+    for tensor in inputs:
+        shape = tuple(int(d) for d in tensor.shape)
+        ranges.append(ShapeRange(str(tensor.name), shape, shape, shape))
+    return (tuple(ranges),)
+
+
 def _add_profiles(builder: Any, config: Any, network: Any, options: BuildOptions) -> List[Any]:
     dynamic = _dynamic_inputs(network)
     if dynamic and not options.profiles:
@@ -221,7 +240,8 @@ def _add_profiles(builder: Any, config: Any, network: Any, options: BuildOptions
             ["dynamic inputs %s need a shape profile (min/opt/max)" % ", ".join(sorted(dynamic))]
         )
     made: List[Any] = []
-    for number, ranges in enumerate(options.profiles):
+    profiles = options.profiles or _fixed_profiles(network)
+    for number, ranges in enumerate(profiles):
         named = {r.input: r for r in ranges}
         missing = sorted(set(dynamic) - set(named))
         if missing:

@@ -201,3 +201,37 @@ def test_progress_monitor_phases_become_percentages(standin: StandIn, caps: Capa
     monitor.phase_finish("Building engine")
     assert [m for _, m in progress].count("Building engine") == 1
     assert 2.0 < progress[-1][0] < 100.0
+
+
+def _static_network(s: StandIn, out_shape: tuple[int, ...], shape_input: bool = False) -> None:
+    """A network whose one input is static; its output is ``out_shape`` (-1: data-dependent)."""
+    image = s.make("ITensor", name="images", shape=(1, 3, 64, 64), is_shape_tensor=shape_input)
+    out = s.make("ITensor", name="boxes", shape=out_shape)
+    s.script("OnnxParser.parse", True)
+    s.script("INetworkDefinition.num_inputs", 1)
+    s.script("INetworkDefinition.get_input", lambda self, i: image)
+    s.script("INetworkDefinition.num_outputs", 1)
+    s.script("INetworkDefinition.get_output", lambda self, i: out)
+    s.script("IBuilderConfig.add_optimization_profile", 0)
+
+
+def test_a_static_network_with_data_dependent_outputs_gets_a_profile_of_its_own_shapes(
+    standin: StandIn, caps: Capabilities
+) -> None:
+    # Real 8.5.2 refused a static NonMaxSuppression detector without any profile ("need profile")
+    _static_network(standin, (-1, 4))
+    build(standin.module, caps, conv_onnx(), BuildOptions())
+    shapes = standin.recorder.calls("IOptimizationProfile.set_shape")
+    assert [(c.args, c.kwargs) for c in shapes] == [
+        (("images",), {"min": (1, 3, 64, 64), "opt": (1, 3, 64, 64), "max": (1, 3, 64, 64)})
+    ]
+    assert len(standin.recorder.calls("IBuilderConfig.add_optimization_profile")) == 1
+
+
+@pytest.mark.parametrize(("out_shape", "shape_input"), [((1, 4), False), ((-1, 4), True)])
+def test_other_static_networks_get_no_profile(
+    standin: StandIn, caps: Capabilities, out_shape: tuple[int, ...], shape_input: bool
+) -> None:
+    _static_network(standin, out_shape, shape_input)
+    build(standin.module, caps, conv_onnx(), BuildOptions())
+    assert standin.recorder.calls("IOptimizationProfile.set_shape") == []
