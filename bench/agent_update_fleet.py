@@ -46,8 +46,11 @@ JETFLEET = Path(sys.executable).with_name("jetfleet")
 LABELS = {"fleet": "agent-bench"}
 MODEL = "classifier"
 INFER_BODY = orjson.dumps(
-    {"inputs": [{"name": "image", "shape": [1, 3, 32, 32], "datatype": "FP32",
-                 "data": [0.5] * 3072}]}  # fmt: skip
+    {
+        "inputs": [
+            {"name": "image", "shape": [1, 3, 32, 32], "datatype": "FP32", "data": [0.5] * 3072}
+        ]
+    }
 )
 
 
@@ -102,6 +105,10 @@ class Fleet:
     def start_controller(self, timeout: float = 90.0) -> None:
         data_dir = self.workdir / "ctl"
         self.token = _create_admin_token(default_db_url(data_dir))
+        # the fleet key: releases and documents signed, pinned by each agent at enrolment
+        keys = [str(JETFLEET), "keys", "init", "--data-dir", str(data_dir)]
+        self._note(keys[1:])
+        subprocess.run(keys, env=_clean_env(), capture_output=True, check=True, timeout=120)
         argv = [sys.executable, "-m", "controller", "serve", "--auto-migrate"]
         argv += ["--http", f"127.0.0.1:{self.http_port}", "--data-dir", str(data_dir)]
         argv += ["--embedded-broker", f"127.0.0.1:{self.broker_port}"]
@@ -113,6 +120,9 @@ class Fleet:
             [self.controller],
         )
 
+    def _note(self, args: Iterable[str]) -> None:
+        self.cli_log.append(" ".join(["jetfleet", *args]).replace(str(self.workdir), "$WORK"))
+
     def api(self) -> httpx.Client:
         headers = {"Authorization": f"Bearer {self.token}"}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
@@ -120,7 +130,7 @@ class Fleet:
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """``jetfleet ARGS --url …`` as an operator types it (the token in the environment)."""
         argv = [str(JETFLEET) if JETFLEET.exists() else "jetfleet", *args, "--url", self.url]
-        self.cli_log.append(" ".join(["jetfleet", *args]))
+        self._note(args)
         env = _clean_env() | {"JETFLEET_TOKEN": self.token}
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
         if check and done.returncode != 0:

@@ -21,6 +21,11 @@ from agent.serving.http_server import SERVE_FD_ENV
 
 log = logging.getLogger(__name__)
 
+HANDOVER_FD = 3
+"""The descriptor the launcher gets the listening socket on. It must be a single digit: the
+launcher is a POSIX sh script, and dash (/bin/sh on Debian, Ubuntu and JetPack) names only
+descriptors 0-9 in a redirection, which its watchdog needs to close its copy of the socket."""
+
 
 def keep_listening(sock: socket.socket | None) -> None:
     """Duplicate the listening socket for the next program (before the server closes it)."""
@@ -37,4 +42,17 @@ def exec_launcher(launcher: str, args: list[str]) -> NoReturn:
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
+    _hand_over_low()
     os.execv(launcher, [launcher, *args])  # noqa: S606 (the launcher is a fixed root-owned path)
+
+
+def _hand_over_low() -> None:
+    """Move the handed-over socket to :data:`HANDOVER_FD` when it is above 9. Done just before
+    ``execv``: what held that descriptor is not inheritable and would be closed by it anyway."""
+    raw = os.environ.get(SERVE_FD_ENV, "")
+    if not raw.isdigit() or int(raw) <= 9:
+        return
+    fd = int(raw)
+    os.dup2(fd, HANDOVER_FD, inheritable=True)
+    os.set_inheritable(fd, False)  # closed by execv: the launcher gets one copy
+    os.environ[SERVE_FD_ENV] = str(HANDOVER_FD)

@@ -7,9 +7,11 @@ chose (or sleeps, for the deadline watchdog). The layout is written by the agent
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -40,7 +42,10 @@ def layout(tmp_path: Path) -> ReleaseLayout:
     return ReleaseLayout(tmp_path / "releases")
 
 
-def launch(layout: ReleaseLayout, tmp_path: Path, wait: bool = True) -> subprocess.Popen[bytes]:
+def launch(
+    layout: ReleaseLayout, tmp_path: Path, wait: bool = True, serve_fd: int | None = None
+) -> subprocess.Popen[bytes]:
+    """Run the launcher; ``serve_fd``: a descriptor handed over as the agent's restart does."""
     factory = tmp_path / "factory"
     if not factory.exists():
         factory.write_text(ENTRY.format(log=tmp_path / "log", action="exit 0"))
@@ -49,8 +54,13 @@ def launch(layout: ReleaseLayout, tmp_path: Path, wait: bool = True) -> subproce
         "JETFLEET_RELEASES_DIR": str(layout.root),
         "JETFLEET_FACTORY_ENTRY": str(factory),
     }
+    if serve_fd is not None:
+        env["JETFLEET_SERVE_FD"] = str(serve_fd)
     proc = subprocess.Popen(
-        [str(LAUNCHER), "run", "--config", "x.toml"], env=env, start_new_session=True
+        [str(LAUNCHER), "run", "--config", "x.toml"],
+        env=env,
+        start_new_session=True,
+        pass_fds=() if serve_fd is None else (serve_fd,),
     )
     if wait:
         proc.wait(30)
@@ -125,12 +135,23 @@ def test_a_pending_record_for_another_release_is_ignored(
     assert not (layout.root / "attempts").exists()
 
 
+@pytest.mark.parametrize("handed_over", [False, True])
 def test_the_watchdog_kills_an_unconfirmed_release_at_its_deadline(
-    layout: ReleaseLayout, tmp_path: Path
+    layout: ReleaseLayout, tmp_path: Path, handed_over: bool
 ) -> None:
+    """Also when the agent restarted by executing the launcher with its listening socket on a
+    descriptor above 9, which dash (/bin/sh on Debian and Ubuntu) cannot name."""
     release(layout, "0.3.0", tmp_path / "log", action="exec sleep 60")
     layout.switch("0.3.0", Pending("0.3.0", int(time.time()) + 2))
-    proc = launch(layout, tmp_path, wait=False)
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        fd = fcntl.fcntl(listening.fileno(), fcntl.F_DUPFD, 10) if handed_over else None
+        try:
+            proc = launch(layout, tmp_path, wait=False, serve_fd=fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
     try:
         assert proc.wait(15) == -signal.SIGKILL
     finally:
