@@ -17,39 +17,31 @@ from controller.api.answers import (
     raw_body,
 )
 from controller.api.convert import (
-    config_change_out,
-    config_out,
     deployment_out,
     device_out,
     event_out,
     ingest_out,
     model_out,
-    resolved_out,
     telemetry_out,
     version_out,
 )
 from controller.api.error_bodies import validation_error_response
 from controller.api.error_status import allow_every_method, controller_error_response
 from controller.api.params import (
-    ConfigNamePath,
     DeviceIdPath,
-    DeviceIdQuery,
     ModelNamePath,
-    ScopeQuery,
     Sha256Path,
     Sha256Query,
     VersionPath,
 )
 from controller.api.routes_agents import agents_router
+from controller.api.routes_configs import configs_router
 from controller.api.routes_engines import engines_router
 from controller.api.routes_enrol import enrol_router
 from controller.api.routes_health import health_router
 from controller.api.routes_jobs import jobs_router
 from controller.api.routes_rollouts import rollouts_router
 from controller.api.schemas import (
-    ConfigChange,
-    ConfigLayerIn,
-    ConfigOut,
     DeploymentResult,
     DeployRequest,
     DeviceLabelsIn,
@@ -59,7 +51,6 @@ from controller.api.schemas import (
     IngestStats,
     ModelOut,
     ModelVersionOut,
-    ResolvedConfigOut,
     TelemetrySampleOut,
     UndeployRequest,
 )
@@ -106,7 +97,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(_models(services), prefix="/api/v1")
     app.include_router(_deployments(services), prefix="/api/v1")
     app.include_router(_artifacts(services), prefix="/api/v1")
-    app.include_router(_configs(services), prefix="/api/v1")
+    app.include_router(configs_router(services), prefix="/api/v1")
     app.include_router(engines_router(services), prefix="/api/v1")
     app.include_router(rollouts_router(services), prefix="/api/v1")
     app.include_router(agents_router(services), prefix="/api/v1")
@@ -260,43 +251,6 @@ def _deployments(services: Services) -> APIRouter:
             request.model, device=request.device, selector=request.selector
         )
         return deployment_out(done)
-
-    return router
-
-
-def _configs(services: Services) -> APIRouter:
-    router = APIRouter(tags=["configs"])
-    configs = services.configs
-
-    @router.put("/configs/{name}")
-    def put_config(name: ConfigNamePath, layer: ConfigLayerIn) -> ConfigChange:
-        """Create or replace one layer; slots using the config are re-resolved and republished."""
-        return config_change_out(services.fleet.put_config(name, layer.scope, layer.values))
-
-    @router.get("/configs")
-    def list_configs() -> list[ConfigOut]:
-        return [config_out(c) for c in configs.all()]
-
-    @router.get("/configs/{name}")
-    def show_config(name: ConfigNamePath) -> ConfigOut:
-        return config_out(configs.show(name))
-
-    @router.delete("/configs/{name}")
-    def delete_config(name: ConfigNamePath, scope: ScopeQuery = None) -> ConfigChange:
-        """Delete the layer ``scope`` (or, without it, every layer) and republish its users."""
-        return config_change_out(services.fleet.delete_config(name, scope))
-
-    @router.get("/configs/{name}/resolve")
-    def resolve_config(
-        name: ConfigNamePath, device: DeviceIdQuery, model: str
-    ) -> ResolvedConfigOut:
-        """The effective config of ``model`` (N or N:V) on ``device`` under config ``name``."""
-        return resolved_out(configs.resolve(name, device, model))
-
-    @router.get("/devices/{device_id}/resolve")
-    def resolve_slot(device_id: DeviceIdPath, model: str) -> ResolvedConfigOut:
-        """Like /configs/{name}/resolve with the config the device's slot names (or none)."""
-        return resolved_out(configs.resolve(None, device_id, model))
 
     return router
 
