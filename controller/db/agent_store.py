@@ -91,7 +91,11 @@ class AgentReleaseStore(SessionStore):
             return [_release(r) for r in session.execute(query).scalars()]
 
     def set_orders(
-        self, device_ids: Sequence[str], release_ids: Mapping[str, int], allow_downgrade: bool
+        self,
+        device_ids: Sequence[str],
+        release_ids: Mapping[str, int],
+        allow_downgrade: bool,
+        confirm_within_s: int | None = None,
     ) -> None:
         """Order each device its release (``release_ids``); devices missing there get none."""
         with self._tx() as session:
@@ -100,7 +104,11 @@ class AgentReleaseStore(SessionStore):
                 order = (
                     None
                     if release is None
-                    else {"release_id": release, "allow_downgrade": allow_downgrade}
+                    else {
+                        "release_id": release,
+                        "allow_downgrade": allow_downgrade,
+                        "confirm_within_s": confirm_within_s,
+                    }
                 )
                 session.execute(
                     update(Device).where(Device.id == device_id).values(agent_order=order)
@@ -127,7 +135,10 @@ class AgentReleaseStore(SessionStore):
                     release = releases.get(int(order["release_id"])) if order else None
                     if release is not None:
                         allow = bool(order.get("allow_downgrade"))
-                        result[device_id] = AgentOrderRecord(release, allow)
+                        confirm = order.get("confirm_within_s")
+                        result[device_id] = AgentOrderRecord(
+                            release, allow, int(confirm) if confirm else None
+                        )
         return result
 
     def reports(self, device_ids: Sequence[str]) -> dict[str, AgentReport]:

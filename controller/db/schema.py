@@ -90,7 +90,8 @@ class Device(Base):
     agent_update: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     """Its latest agent update as it reported it (``shared.agent_releases.AgentUpdateStatus``)."""
     agent_order: Mapped[dict[str, Any] | None] = mapped_column(default=None)
-    """The agent release its desired document orders: ``{"release_id", "allow_downgrade"}``."""
+    """The agent release its desired document orders:
+    ``{"release_id", "allow_downgrade", "confirm_within_s"}``."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 

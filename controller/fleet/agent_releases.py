@@ -108,11 +108,15 @@ class AgentReleases:
         return self.store.reports(device_ids)
 
     def set_orders(
-        self, device_ids: Sequence[str], release_ids: Mapping[str, int], allow_downgrade: bool
+        self,
+        device_ids: Sequence[str],
+        release_ids: Mapping[str, int],
+        allow_downgrade: bool,
+        confirm_within_s: int | None = None,
     ) -> None:
         """Order each device the release in ``release_ids`` (withdraw the order of the others);
         their documents change at their next publication."""
-        self.store.set_orders(device_ids, release_ids, allow_downgrade)
+        self.store.set_orders(device_ids, release_ids, allow_downgrade, confirm_within_s)
 
     def orders_for(self, device_ids: Sequence[str]) -> dict[str, AgentReleaseOrder]:
         """The order each of these devices' desired documents carries (none: left out)."""
@@ -134,6 +138,11 @@ class AgentReleases:
                     signed=manifests[release.id],
                 ),
                 allow_downgrade=order.allow_downgrade,
+                **(
+                    {"confirm_within_s": order.confirm_within_s}
+                    if order.confirm_within_s is not None
+                    else {}
+                ),
             )
         return result
 

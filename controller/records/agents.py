@@ -36,6 +36,9 @@ class AgentOrderRecord:
 
     release: AgentReleaseRecord
     allow_downgrade: bool = False
+    confirm_within_s: int | None = None
+    """How long the new release may take to confirm before the device switches back (None:
+    the wire default)."""
 
 
 @dataclass(frozen=True)

@@ -153,3 +153,17 @@ def waiting_reason(obs: AgentObservation | None, version: str, timeout_s: float)
     if obs.update.phase == "confirmed" and not obs.slots_serving:
         return f"agent {version} confirmed but its slots do not serve within {timeout_s:g} s"
     return f"agent {version} not confirmed within {timeout_s:g} s (phase {obs.update.phase})"
+
+
+CONFIRM_DEFAULT_S = 300
+CONFIRM_MIN_S = 30
+
+
+def confirm_bound(device_timeout_s: float) -> int:
+    """How long a device gives a new release to confirm before it switches back by itself.
+
+    Never longer than the rollout waits for the device (``device_timeout_s``), so a release that
+    does not confirm is rolled back on the device before the controller fails it; never longer
+    than the wire's default (300 s) nor shorter than its minimum (30 s).
+    """
+    return max(CONFIRM_MIN_S, min(CONFIRM_DEFAULT_S, int(device_timeout_s)))

@@ -125,7 +125,12 @@ class AgentWaves(WavePublisher):
                 skipped[device_id] = release
                 continue
             ordered[device_id] = release.id
-        self._agents.set_orders(list(ordered), ordered, spec.allow_downgrade)
+        self._agents.set_orders(
+            list(ordered),
+            ordered,
+            spec.allow_downgrade,
+            agent_gate.confirm_bound(spec.strategy.device_timeout_s),
+        )
         deployment, acknowledged = self._fleet.send_touched(list(ordered))
         generations = {c.device_id: c.generation for c in deployment.devices}
 

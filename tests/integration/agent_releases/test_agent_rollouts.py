@@ -126,6 +126,8 @@ def test_waves_advance_as_devices_confirm(
         assert order.arch == "x86_64"
         assert order.artifact.format == "tar.gz"
         assert not order.allow_downgrade
+        # the device rolls back by itself before the rollout's 30 s device timeout fails it
+        assert order.confirm_within_s == 30
         assert order.artifact.signed is not None
         assert order.artifact.signed.manifest.kind == "agent"
     # the devices outside the rollout never got an order: their documents have no agent key

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
+
 from controller.records import AgentReleaseRecord, DeviceRecord
+from controller.rollouts import agent_gate
 from controller.rollouts.agent_gate import pick, why_not
 from shared.facts import DeviceFacts, JetsonFacts
 
@@ -54,3 +57,12 @@ def test_too_old_and_already_running_agents_are_skipped() -> None:
     assert why_not(x86, None, BUILDS, "0.3.0") == "it has not reported its agent version"
     assert why_not(x86, "0.3.0", BUILDS, "0.3.0") == "it already runs agent 0.3.0"
     assert why_not(x86, "0.3.0", BUILDS, "0.3.0", ordering=True) is None
+
+
+@pytest.mark.parametrize(
+    ("device_timeout_s", "bound"), [(600.0, 300), (300.0, 300), (120.5, 120), (5.0, 30)]
+)
+def test_a_new_release_must_confirm_before_the_rollout_gives_up_on_the_device(
+    device_timeout_s: float, bound: int
+) -> None:
+    assert agent_gate.confirm_bound(device_timeout_s) == bound
