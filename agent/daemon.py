@@ -151,6 +151,8 @@ class AgentDaemon:
                 swaps_total=lambda: self.slots.view.swaps,
             ),
             mapping=dict.fromkeys(settings.disabled_collectors, False),
+            simulated_profile=settings.simulated_profile,
+            seed=self._device_id,
         )
         host, port = settings.serve
         self._serve_host = host

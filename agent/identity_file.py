@@ -1,8 +1,9 @@
 """The enrolled identity on disk: ``<state_dir>/identity.json``, read, written and turned into
 settings.
 
-``jetfleet-agent enroll`` (:mod:`agent.link.enrolment`) stores the controller's answer here
-(mode 0600, replaced atomically): the device id, its own broker credential, an API token for the
+``jetfleet-agent enroll`` (:mod:`agent.link.enrolment`) stores the controller's answer
+(:class:`shared.enrolment.EnrolmentAnswer`, whose field names are the file's keys) here (mode
+0600, replaced atomically): the device id, its own broker credential, an API token for the
 controller, the fleet's public signing key (pinned by :mod:`agent.trust.store`) and the labels it
 was granted. :func:`agent.settings.load_settings` fills the settings an identity provides
 (:data:`SETTINGS_FROM_IDENTITY`) unless the config file or the environment sets them.
@@ -20,20 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from agent.durable_files import fsync_dir
+from shared.enrolment import ENROLMENT_FIELDS
 
 IDENTITY_FILE = "identity.json"
-IDENTITY_KEYS = (
-    "device_id",
-    "controller_url",
-    "broker_url",
-    "topic_prefix",
-    "broker_username",
-    "broker_password",
-    "api_token",
-    "fleet_key",
-    "enrolled_at",
-    "labels",
-)
+IDENTITY_KEYS = ENROLMENT_FIELDS
 NOT_SETTINGS = ("fleet_key", "enrolled_at")  # the trust store's, and a record
 SETTINGS_FROM_IDENTITY = tuple(key for key in IDENTITY_KEYS if key not in NOT_SETTINGS)
 """Settings an identity fills when neither the config file nor the environment sets them."""

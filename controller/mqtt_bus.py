@@ -39,7 +39,8 @@ from paho.mqtt.reasoncodes import ReasonCode
 
 from controller.errors import BusError
 from controller.settings import parse_broker_url
-from shared.broker_tls import CONTROLLER_FIXES, client_tls_context, explain_connect_error
+from shared import broker_tls
+from shared.broker_tls import CONTROLLER_FIXES, explain_connect_error
 from shared.topics import AGENT_PUBLISHES, Topics
 from shared.transport import MqttAuth
 
@@ -362,15 +363,13 @@ class MqttBus:
 
 
 def apply_auth(client: mqtt.Client, auth: MqttAuth, *, tls: bool) -> None:
-    """Set ``auth``'s user name/password and, for ``mqtts://``, TLS on a paho client."""
-    if auth.username is not None:
-        client.username_pw_set(auth.username, auth.password)
-    if tls:
-        try:
-            context = client_tls_context(auth.ca_file, auth.cert_file, auth.key_file)
-            client.tls_set_context(context)
-        except (OSError, ValueError) as exc:
-            raise BusError(
-                f"cannot set up TLS to the broker ({exc}): check --broker-ca, --broker-cert "
-                "and --broker-key"
-            ) from exc
+    """Set ``auth``'s user name/password and, for ``mqtts://``, TLS on a paho client
+    (:func:`shared.broker_tls.apply_auth`, with the controller's options named on failure)."""
+    broker_tls.apply_auth(client, auth, tls=tls, tls_failed=_tls_failed)
+
+
+def _tls_failed(exc: Exception) -> BusError:
+    return BusError(
+        f"cannot set up TLS to the broker ({exc}): check --broker-ca, --broker-cert "
+        "and --broker-key"
+    )

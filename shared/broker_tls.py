@@ -9,15 +9,20 @@ drops after the handshake (a missing or refused client certificate) that paho on
 
 :class:`ClosingSSLSocket` closes itself when its handshake fails; paho drops such a socket without
 closing it (a ``ResourceWarning`` per failed attempt). The adapters build their ``SSLContext`` and
-set ``context.sslsocket_class`` to it. No network access here; the adapters' context building
-reads the certificate and key files they name.
+set ``context.sslsocket_class`` to it. :func:`apply_auth` sets credentials and TLS on a paho
+client through the two calls it needs, so paho itself is not imported here. No network access
+here; building the TLS context reads the certificate and key files the adapters name.
 """
 
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+
+from shared.transport import MqttAuth
 
 
 @dataclass(frozen=True)
@@ -85,3 +90,32 @@ def client_tls_context(
         context.load_cert_chain(cert_file, key_file)
     context.sslsocket_class = ClosingSSLSocket
     return context
+
+
+class AuthTarget(Protocol):
+    """The two calls of a paho ``mqtt.Client`` that :func:`apply_auth` makes (paho stays out of
+    ``shared``)."""
+
+    def username_pw_set(self, username: str | None, password: str | None = None) -> None: ...
+
+    def tls_set_context(self, context: ssl.SSLContext | None = None) -> None: ...
+
+
+def apply_auth(
+    client: AuthTarget,
+    auth: MqttAuth,
+    *,
+    tls: bool,
+    tls_failed: Callable[[Exception], Exception],
+) -> None:
+    """Set ``auth``'s user name/password and, for ``mqtts://`` (``tls``), TLS on a paho client;
+    a TLS file that is missing or unusable raises what ``tls_failed`` makes of the error (each
+    program names its own settings)."""
+    if auth.username is not None:
+        client.username_pw_set(auth.username, auth.password)
+    if tls:
+        try:
+            context = client_tls_context(auth.ca_file, auth.cert_file, auth.key_file)
+            client.tls_set_context(context)
+        except (OSError, ValueError) as exc:
+            raise tls_failed(exc) from exc

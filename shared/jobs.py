@@ -19,59 +19,46 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from shared.delegate import DelegateConfig, OrtOptLevel, OrtProvider, Precision
-from shared.manifests import SignedManifest
+from shared.manifests import ArtifactRef
+from shared.wire_model import MODEL_NAME_PATTERN, VERSION_PATTERN, WireModel
 
 JOB_ID_PATTERN = r"^[a-z0-9][a-z0-9-]{2,39}$"
 """Job ids name a directory on the device, so they are one safe path component."""
-
-_MODEL_NAME = r"^[a-z0-9][a-z0-9._-]{0,63}$"
-_VERSION = r"^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$"
-_SHA256 = r"^[0-9a-f]{64}$"
-# The same patterns as shared.messages; repeated because messages imports this module.
 
 MAX_CANDIDATES = 32
 ProcessingUnit = Literal["GPU", "DLA", "CPU"]
 
 
-class _Wire(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+JobArtifact = ArtifactRef
+"""Where the device fetches a job's bytes (a model, its reference outputs): a model slot's
+:class:`~shared.manifests.ArtifactRef`, whose ``signed`` manifest an agent with a pinned fleet key
+requires."""
 
 
-class JobArtifact(_Wire):
-    """Where the device fetches a job's bytes (a model, its reference outputs) and their hash."""
-
-    url: str = Field(description="HTTP(S) URL (supports Range), as in a model slot.")
-    sha256: str = Field(pattern=_SHA256, description="sha256 of the bytes, lower-case hex.")
-    size: int = Field(ge=0, description="Size in bytes.")
-    signed: SignedManifest | None = Field(
-        default=None,
-        description="The model's manifest signed with the fleet key, as in a model slot; an "
-        "agent with a pinned key refuses a job artifact without a valid one.",
-    )
-
-
-class ProfileJob(_Wire):
+class ProfileJob(WireModel):
     """Profile the active engine of one served model: time per operator or layer."""
 
     kind: Literal["profile"] = "profile"
     job_id: str = Field(pattern=JOB_ID_PATTERN)
-    model: str = Field(pattern=_MODEL_NAME, description="The slot whose active engine to profile.")
+    model: str = Field(
+        pattern=MODEL_NAME_PATTERN, description="The slot whose active engine to profile."
+    )
     runs: int = Field(default=20, ge=1, le=10_000, description="Profiled inferences.")
     warmups: int = Field(
         default=2, ge=0, le=1_000, description="Inferences before timing (left out of the result)."
     )
 
 
-class TuneJob(_Wire):
+class TuneJob(WireModel):
     """Build, benchmark and validate candidate delegate configs of one model version."""
 
     kind: Literal["tune"] = "tune"
     job_id: str = Field(pattern=JOB_ID_PATTERN)
-    model: str = Field(pattern=_MODEL_NAME)
-    version: str = Field(pattern=_VERSION)
+    model: str = Field(pattern=MODEL_NAME_PATTERN)
+    version: str = Field(pattern=VERSION_PATTERN)
     artifact: JobArtifact
     reference: JobArtifact | None = Field(
         default=None, description="The version's reference outputs (NPZ), as a slot carries them."
@@ -95,7 +82,7 @@ Job = Annotated[ProfileJob | TuneJob, Field(discriminator="kind")]
 # --- results ---------------------------------------------------------------------------------
 
 
-class OpTime(_Wire):
+class OpTime(WireModel):
     """Time spent in one operator type on one processing unit, over the profiled runs."""
 
     op_type: str
@@ -106,7 +93,7 @@ class OpTime(_Wire):
     share: float = Field(ge=0, le=1, description="Share of the time of every node (0-1).")
 
 
-class LayerTime(_Wire):
+class LayerTime(WireModel):
     """Time spent in one node (ONNX Runtime) or layer (TensorRT), over the profiled runs."""
 
     name: str
@@ -116,7 +103,7 @@ class LayerTime(_Wire):
     share: float = Field(ge=0, le=1)
 
 
-class ProfileResult(_Wire):
+class ProfileResult(WireModel):
     """Where the time of one model's inference goes on one device."""
 
     model: str
@@ -134,7 +121,7 @@ class ProfileResult(_Wire):
     layers: tuple[LayerTime, ...] = Field(default=(), description="Top nodes, slowest first.")
 
 
-class Accuracy(_Wire):
+class Accuracy(WireModel):
     """A candidate's outputs against the reference, at its precision's tolerance."""
 
     checked: str = Field(description="What was compared, e.g. '4 reference case(s) at fp16'.")
@@ -148,7 +135,7 @@ class Accuracy(_Wire):
 CandidateStatus = Literal["ok", "failed", "unavailable", "skipped"]
 
 
-class CandidateResult(_Wire):
+class CandidateResult(WireModel):
     """One row of a tuning table: a candidate benchmarked (or why not) under one power mode."""
 
     name: str
@@ -172,7 +159,7 @@ class CandidateResult(_Wire):
         return self.name if self.power_mode is None else f"{self.name}@{self.power_mode}"
 
 
-class TuneResult(_Wire):
+class TuneResult(WireModel):
     """The tuning table of one model version on one device."""
 
     model: str
@@ -182,7 +169,7 @@ class TuneResult(_Wire):
     candidates: tuple[CandidateResult, ...]
 
 
-class JobProgress(_Wire):
+class JobProgress(WireModel):
     """``data`` of a ``job_progress`` event: a step finished (a candidate's row, for tuning)."""
 
     job_id: str = Field(pattern=JOB_ID_PATTERN)
@@ -193,7 +180,7 @@ class JobProgress(_Wire):
     candidate: CandidateResult | None = None
 
 
-class JobOutcome(_Wire):
+class JobOutcome(WireModel):
     """``data`` of a ``job_result`` event: the job finished, with its result or why it failed."""
 
     job_id: str = Field(pattern=JOB_ID_PATTERN)

@@ -11,6 +11,7 @@ always names exactly one key.
 - :class:`RollbackAuthorization` lets one device install an older ``serial`` of one model than
   the one it has, for one desired generation onwards (a replayed older authorisation is useless
   once a newer version was installed under a later generation).
+- :class:`ArtifactRef` is where to fetch an artifact, its hash and size, and its signed manifest.
 - :class:`KeyEndorsement` is a key rotation: the new public key, signed by the previous key.
 - :class:`DocumentSignature` signs a whole desired document (:func:`document_payload`), so who
   can publish on a device's ``desired`` topic cannot freeze, undeploy or re-configure it.
@@ -25,10 +26,11 @@ import base64
 import binascii
 from typing import Final, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, Field
 
 from shared.canonical import canonical_json, sha256_hex
 from shared.topics import DEVICE_ID_PATTERN
+from shared.wire_model import MODEL_NAME_PATTERN, SHA256_PATTERN, VERSION_PATTERN, WireModel
 
 SCHEMA_MANIFEST: Final = "jetfleet/manifest/1"
 SCHEMA_ROLLBACK: Final = "jetfleet/rollback/1"
@@ -37,9 +39,6 @@ DOCUMENT_SIGNATURE_FIELD: Final = "signature"
 """The top-level field of a signed document that holds its :class:`DocumentSignature`."""
 
 KEY_ID_PATTERN = r"^[0-9a-f]{16}$"
-NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
-VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9.+_-]{0,63}$"
-SHA256_PATTERN = r"^[0-9a-f]{64}$"
 B64_PATTERN = r"^[A-Za-z0-9+/]+={0,2}$"
 
 ENGINE_VERSION: Final = "1"
@@ -48,18 +47,12 @@ ENGINE_VERSION: Final = "1"
 ArtifactKind = Literal["model", "engine", "agent"]
 
 
-class _Statement(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True
-    )
-
-
-class Manifest(_Statement):
+class Manifest(WireModel):
     """What an artifact is, signed by the fleet key ``key_id`` for ``created``..``expires``."""
 
     schema_: Literal["jetfleet/manifest/1"] = Field(default=SCHEMA_MANIFEST, alias="schema")
     kind: ArtifactKind
-    name: str = Field(pattern=NAME_PATTERN, description="Model name, or the engine key.")
+    name: str = Field(pattern=MODEL_NAME_PATTERN, description="Model name, or the engine key.")
     version: str = Field(pattern=VERSION_PATTERN, description="Model version (engines: '1').")
     serial: int = Field(
         ge=0,
@@ -76,21 +69,34 @@ class Manifest(_Statement):
         return canonical_json(self)
 
 
-class SignedManifest(_Statement):
+class SignedManifest(WireModel):
     """A manifest and the base64 ed25519 signature over its canonical JSON."""
 
     manifest: Manifest
     signature: str = Field(pattern=B64_PATTERN, max_length=128)
 
 
-class RollbackAuthorization(_Statement):
+class ArtifactRef(WireModel):
+    """Where to fetch an artifact's bytes and how to recognise them (a model slot's, a job's)."""
+
+    url: str = Field(description="HTTP(S) URL of the artifact (supports Range).")
+    sha256: str = Field(pattern=SHA256_PATTERN, description="sha256 of the bytes, lower-case hex.")
+    size: int = Field(ge=0, description="Size in bytes.")
+    signed: SignedManifest | None = Field(
+        default=None,
+        description="The artifact's manifest signed with the fleet key (shared.manifests); an "
+        "agent with a pinned fleet key refuses the artifact without a valid one.",
+    )
+
+
+class RollbackAuthorization(WireModel):
     """Device ``device_id`` may install ``model`` ``version`` (``serial``) although it has a
     newer one, if that newer one was installed under a desired generation before ``generation``.
     """
 
     schema_: Literal["jetfleet/rollback/1"] = Field(default=SCHEMA_ROLLBACK, alias="schema")
     device_id: str = Field(pattern=DEVICE_ID_PATTERN)
-    model: str = Field(pattern=NAME_PATTERN)
+    model: str = Field(pattern=MODEL_NAME_PATTERN)
     version: str = Field(pattern=VERSION_PATTERN)
     serial: int = Field(ge=0)
     generation: int = Field(ge=0, description="Desired generation the controller issued it for.")
@@ -103,7 +109,7 @@ class RollbackAuthorization(_Statement):
         return canonical_json(self.model_dump(mode="json", by_alias=True, exclude={"signature"}))
 
 
-class KeyEndorsement(_Statement):
+class KeyEndorsement(WireModel):
     """Key rotation: fleet key ``key_id`` (``public_key``) replaces ``endorsed_by``, which signs."""
 
     schema_: Literal["jetfleet/key-endorsement/1"] = Field(
@@ -120,7 +126,7 @@ class KeyEndorsement(_Statement):
         return canonical_json(self.model_dump(mode="json", by_alias=True, exclude={"signature"}))
 
 
-class DocumentSignature(_Statement):
+class DocumentSignature(WireModel):
     """The fleet key ``key_id``'s signature over :func:`document_payload` of a document."""
 
     key_id: str = Field(pattern=KEY_ID_PATTERN)

@@ -22,16 +22,15 @@ from shared.delegate import DelegateConfig
 from shared.facts import DeviceFacts
 from shared.jobs import Job
 from shared.manifests import (
+    ArtifactRef,
     DocumentSignature,
     KeyEndorsement,
     RollbackAuthorization,
-    SignedManifest,
     document_payload,
 )
 from shared.topics import DEVICE_ID_PATTERN
 from shared.wire_model import (
     MODEL_NAME_PATTERN,
-    SHA256_PATTERN,
     VERSION_PATTERN,
     DeviceId,
     WireModel,
@@ -42,7 +41,7 @@ __all__ = [
     "SCHEMA_EVENT",
     "SCHEMA_REPORTED",
     "SCHEMA_STATUS",
-    "ArtifactRef",
+    "ArtifactRef",  # a model slot's artifact; defined in shared.manifests
     "DesiredState",
     "DeviceFacts",  # the facts inside ReportedState; defined in shared.facts
     "Event",
@@ -63,19 +62,6 @@ SCHEMA_STATUS: Final = "jetfleet/status/1"
 
 
 # --- desired ---------------------------------------------------------------------------------
-
-
-class ArtifactRef(WireModel):
-    """Where to fetch a model's bytes and how to recognise them."""
-
-    url: str = Field(description="HTTP(S) URL of the artifact (supports Range).")
-    sha256: str = Field(pattern=SHA256_PATTERN, description="sha256 of the bytes, lower-case hex.")
-    size: int = Field(ge=0, description="Size in bytes.")
-    signed: SignedManifest | None = Field(
-        default=None,
-        description="The artifact's manifest signed with the fleet key (shared.manifests); an "
-        "agent with a pinned fleet key refuses the artifact without a valid one.",
-    )
 
 
 class ServingSettings(WireModel):

@@ -160,3 +160,27 @@ class Periodic:
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
             self._tick()
+
+
+class PeriodicService:
+    """A service whose :meth:`_tick` runs on a :class:`Periodic` thread: start, stop, restarts.
+
+    A subclass sets its own state, then calls ``super().__init__(name, interval_s)``.
+    """
+
+    def __init__(self, name: str, interval_s: float) -> None:
+        self._loop = Periodic(name, self._tick, interval_s)
+
+    @property
+    def restarts(self) -> int:
+        """How many times the thread was started again after a crash."""
+        return self._loop.restarts
+
+    def start(self) -> None:
+        self._loop.start()
+
+    def stop(self) -> None:
+        self._loop.stop()
+
+    def _tick(self) -> None:
+        raise NotImplementedError

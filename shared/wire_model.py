@@ -1,7 +1,7 @@
 """The base every wire message derives from, and the name, version and digest patterns they check.
 
-Wire models refuse unknown fields and are immutable; :mod:`shared.messages`, :mod:`shared.facts`
-and :mod:`shared.telemetry` build the MQTT payloads on it.
+Wire models refuse unknown fields and are immutable; :mod:`shared.messages`, :mod:`shared.facts`,
+:mod:`shared.telemetry`, :mod:`shared.jobs` and :mod:`shared.manifests` build their payloads on it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """Simulated device profiles for the demo and fleet simulations, always labelled as simulated.
 
 A profile supplies only hardware facts a CPU-only host cannot have (Jetson module, JetPack, power
-mode, GPU); the host's real OS, architecture, CPU and memory stay as probed.
+mode, GPU); the host's real OS, architecture, CPU and memory stay as probed. A Jetson profile also
+carries its power and thermal envelope (:class:`SimulatedEnvelope`), from which
+:mod:`agent.telemetry.collectors.simulated` makes temperature and power samples that follow the
+simulated load.
 """
 
 from __future__ import annotations
@@ -14,6 +17,32 @@ _GIB = 1024**3
 
 
 @dataclass(frozen=True)
+class SimulatedEnvelope:
+    """Power and temperature of a simulated Jetson in its nvpmodel mode, idle to full load.
+
+    Board input power (the ``VDD_IN`` rail) runs from ``idle_w`` to ``budget_w``, the mode's
+    budget, which it never exceeds; ``rails`` splits the part above idle between the module's
+    other INA3221 rails (fractions of that part, each rail also drawing its share of idle). The
+    junction settles at ``ambient_c`` plus ``full_load_rise_c`` times the fraction of the budget
+    drawn, with a thermal time constant of ``tau_s``. ``full_load_rps`` inference requests a
+    second count as full load.
+    """
+
+    idle_w: float
+    budget_w: float
+    rails: tuple[tuple[str, float, float], ...]
+    """(rail, share of idle power, share of the power above idle)."""
+    ambient_c: float = 35.0
+    full_load_rise_c: float = 35.0
+    tau_s: float = 60.0
+    full_load_rps: float = 100.0
+
+
+_ORIN_RAILS = (("VDD_CPU_GPU_CV", 0.25, 0.70), ("VDD_SOC", 0.30, 0.15))
+"""Orin Nano and NX: CPU, GPU and CV on one rail, the SoC on another (the rest: DRAM, IO)."""
+
+
+@dataclass(frozen=True)
 class SimulatedProfile:
     """The hardware facts one simulated device class reports."""
 
@@ -22,6 +51,8 @@ class SimulatedProfile:
     jetson: JetsonFacts | None
     gpu: GpuFacts
     tensorrt_version: str | None
+    envelope: SimulatedEnvelope | None = None
+    """Power and thermal envelope (Jetson profiles); ``None``: no simulated sensors."""
 
 
 PROFILES: dict[str, SimulatedProfile] = {
@@ -48,6 +79,7 @@ PROFILES: dict[str, SimulatedProfile] = {
                 cuda_version="12.6",
             ),
             tensorrt_version="10.3.0",
+            envelope=SimulatedEnvelope(idle_w=4.5, budget_w=15.0, rails=_ORIN_RAILS),
         ),
         SimulatedProfile(
             name="orin-nx-16gb",
@@ -70,6 +102,9 @@ PROFILES: dict[str, SimulatedProfile] = {
                 cuda_version="12.6",
             ),
             tensorrt_version="10.3.0",
+            envelope=SimulatedEnvelope(
+                idle_w=5.5, budget_w=25.0, rails=_ORIN_RAILS, full_load_rps=200.0
+            ),
         ),
         SimulatedProfile(
             name="x86-rtx",

@@ -60,14 +60,6 @@ class JobHost:
     """Raises (ArtifactRefused) unless the job's model is signed with the fleet key."""
 
 
-def artifact_ref(artifact: JobArtifact) -> ArtifactRef:
-    return ArtifactRef(url=artifact.url, sha256=artifact.sha256, size=artifact.size)
-
-
-def job_artifact(ref: ArtifactRef | None) -> JobArtifact | None:
-    return None if ref is None else JobArtifact(url=ref.url, sha256=ref.sha256, size=ref.size)
-
-
 class JobContext:
     """One running job's handle on the agent."""
 
@@ -88,7 +80,7 @@ class JobContext:
         """The reference outputs ``artifact`` holds (downloaded and verified), if any."""
         if artifact is None:
             return None
-        path = self.host.fetch(artifact_ref(artifact))
+        path = self.host.fetch(artifact)
         try:
             return parse_reference(path.read_bytes())
         except BadReference as exc:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.hardware.runtime_kinds import TENSORRT, runtime_kind
-from agent.jobs.host import JobContext, JobFailed, job_artifact
+from agent.jobs.host import JobContext, JobFailed
 from agent.jobs.profiling import NodeRecord, ort_trace_records, summarize
 from agent.jobs.tuning_bench import BenchCancelled, feeds_for
 from agent.swap.admission import need_of
@@ -36,7 +36,7 @@ def run_profile(ctx: JobContext, job: ProfileJob, work: Path) -> ProfileResult:
     delegate = slot.delegate if slot is not None else None
     threads = slot.serving.intra_op_threads if slot is not None else 1
     same = slot is not None and slot.version == record.active_version
-    reference = ctx.reference(job_artifact(slot.reference) if same and slot else None)
+    reference = ctx.reference(slot.reference if same and slot else None)
     engine, runtime = record.engine.path, record.runtime or host.runtime
     size, kind = engine.stat().st_size, runtime_kind(runtime)
     with ctx.reserve_beside(need_of(size, kind.activation_estimate(size))) as reserved:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.jobs.host import JobContext, artifact_ref
+from agent.jobs.host import JobContext
 from agent.jobs.tuning_bench import BenchHost, bench_candidate
 from agent.swap.admission import Admission, Need
 from agent.swap.budget import Reservation
@@ -42,7 +42,7 @@ def run_tune(ctx: JobContext, job: TuneJob, work: Path) -> TuneResult:
     steps = len(modes) * len(job.candidates)
     ctx.progress(0, steps, f"fetching {job.model} {job.version}")
     host.verify_model(job.model, job.version, job.artifact)
-    onnx = host.fetch(artifact_ref(job.artifact))
+    onnx = host.fetch(job.artifact)
     reference = ctx.reference(job.reference)
     facts = host.facts()
     memory = CandidateMemory(ctx)

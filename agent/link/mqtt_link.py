@@ -29,7 +29,7 @@ from pydantic import BaseModel
 
 from agent.errors import StartupError
 from agent.link.spool import SpoolEntry
-from shared.broker_tls import AGENT_FIXES, client_tls_context, explain_connect_error
+from shared.broker_tls import AGENT_FIXES, apply_auth, explain_connect_error
 from shared.codec import MessageError, decode, encode
 from shared.messages import DesiredState, ReportedState, Status
 from shared.topics import Channel, Topics
@@ -131,7 +131,8 @@ class MqttLink:
             qos=1,
             retain=True,
         )
-        _apply_auth(self._client, auth or MqttAuth(), tls=tls)
+        auth = auth or MqttAuth()
+        apply_auth(self._client, auth, tls=tls, tls_failed=_tls_failed(auth))
         self._client.reconnect_delay_set(RECONNECT_MIN_S, RECONNECT_MAX_S)
         self._client.on_connect = self._handle_connect
         self._client.on_connect_fail = self._handle_connect_fail
@@ -340,16 +341,11 @@ class MqttLink:
             log.exception("desired-state handler failed")
 
 
-def _apply_auth(client: mqtt.Client, auth: MqttAuth, *, tls: bool) -> None:
-    """Set ``auth``'s user name/password and, for ``mqtts://``, TLS on the paho client."""
-    if auth.username is not None:
-        client.username_pw_set(auth.username, auth.password)
-    if tls:
-        try:
-            context = client_tls_context(auth.ca_file, auth.cert_file, auth.key_file)
-            client.tls_set_context(context)
-        except (OSError, ValueError) as exc:
-            raise StartupError(
-                f"cannot set up TLS to the broker ({exc}): check broker_ca_file "
-                f"({auth.ca_file}), broker_cert_file and broker_key_file"
-            ) from exc
+def _tls_failed(auth: MqttAuth) -> Callable[[Exception], Exception]:
+    def failed(exc: Exception) -> Exception:
+        return StartupError(
+            f"cannot set up TLS to the broker ({exc}): check broker_ca_file "
+            f"({auth.ca_file}), broker_cert_file and broker_key_file"
+        )
+
+    return failed

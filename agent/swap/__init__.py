@@ -6,7 +6,8 @@ cold or refuse; :mod:`.budget` reserves memory for every engine the agent loads 
 jobs) under one lock; :mod:`.validation` checks outputs against the reference; :mod:`.journal` keeps
 crash-safe engine pointers; :mod:`.worker` runs each engine in a child process
 (``swap_mode = worker_process``); :mod:`.loaders` picks the load function for a slot's
-runtime and swap mode; :mod:`.test_hooks` lets a test ``kill -9`` the agent at a named step.
+runtime and swap mode. Each step of a swap passes a named
+checkpoint (:mod:`agent.checkpoints`).
 
 May use: :mod:`agent.serving`, :mod:`agent.runtimes` and everything below them.
 """

@@ -4,7 +4,7 @@ Orchestrates :mod:`agent.serving.core` (slots, atomic switch, pause/drain),
 :mod:`agent.swap.admission`
 (warm / refit / cold / refuse), :mod:`agent.swap.validation` (reference outputs), and
 :mod:`agent.swap.journal` (crash-safe pointers). Steps of a warm swap, with the names of the
-test pause points (:mod:`agent.swap.test_hooks`):
+checkpoints (:mod:`agent.checkpoints`):
 
 ``swap:begin`` (journal has ``pending``) → load standby → ``swap:loaded`` → validate →
 ``swap:validated`` → journal commit (active = new, rollback = old) → ``swap:committed`` →
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.checkpoints import reached
 from agent.errors import AgentError, ModelLoadError
 from agent.runtimes.base import LoadedModel
 from agent.serving.core import ModelRegistry, ServedModel
@@ -42,7 +43,6 @@ from agent.swap.admission import Need
 from agent.swap.budget import MemoryBudget, Reservation
 from agent.swap.headroom import HeadroomProbe, MemorySnapshot
 from agent.swap.journal import Pointer, SwapJournal
-from agent.swap.test_hooks import pause_point
 from agent.swap.validation import Reference, validate
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class HotSwapper:
 
     def _step(self, step: str) -> None:
         if self._replacing:
-            pause_point(step, self._state_dir)
+            reached(step, self._state_dir)
 
     def _entry(self, c: Candidate, model: LoadedModel, reservation: Reservation) -> ServedModel:
         entry = ServedModel(

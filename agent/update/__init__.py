@@ -11,8 +11,9 @@ confirmed by the new release or rolled back by the launcher (docs/agent-updates.
   and its pure decisions;
 - :mod:`~agent.update.installer`: download → verify → unpack → self-check (a worker thread);
 - :mod:`~agent.update.restart`: the KServe socket handed across ``execv`` of the launcher;
-- :mod:`~agent.update.updates`: what the daemon calls;
-- :mod:`~agent.update.test_hooks`: stops an update once at a named step for the crash tests.
+- :mod:`~agent.update.updates`: what the daemon calls.
+
+Each step of an update passes a named checkpoint (:mod:`agent.checkpoints`).
 
 The launcher that starts releases and rolls them back is ``packaging/scripts/agent-launch``;
 the self-check a release passes first is :mod:`agent.service.self_check`.

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from agent.checkpoints import reached
 from agent.errors import AgentError, DownloadError
 from agent.link.downloader import Downloader
 from agent.service.self_check import check_release
@@ -27,7 +28,6 @@ from agent.trust.verifier import ArtifactRefused, ArtifactVerifier
 from agent.update.archives import ArchiveError, unpack
 from agent.update.layout import ReleaseLayout
 from agent.update.release_meta import ReleaseMetaError, unsupported
-from agent.update.test_hooks import pause_once
 from agent.update.unpack_rules import UnsafeMember
 from shared.agent_releases import AgentReleaseOrder
 from shared.messages import ArtifactRef
@@ -136,9 +136,9 @@ class Installer:
             downloader.close()
 
     def _unpacking(self) -> None:
-        pause_once("update:unpack", self.state_dir)
+        reached("update:unpack", self.state_dir)
         self._progress()
 
     def _downloading(self) -> None:
-        pause_once("update:download", self.state_dir)
+        reached("update:download", self.state_dir)
         self._progress()

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+from agent.checkpoints import reached
 from agent.link.downloader import Downloader
 from agent.link.http import controller_tls
 from agent.service.lifecycle import ServiceNotifications
@@ -44,7 +45,6 @@ from agent.update.installer import Device, Installer, Stopped
 from agent.update.journal import UpdateJournal
 from agent.update.layout import LAUNCHER_ENV, RELEASES_ENV, Pending, ReleaseLayout
 from agent.update.restart import exec_launcher, keep_listening
-from agent.update.test_hooks import pause_once
 from shared.agent_releases import TERMINAL_PHASES, AgentReleaseOrder, AgentUpdateStatus
 from shared.messages import SlotStatus
 
@@ -227,15 +227,15 @@ class AgentUpdates:
             self.layout.switch(
                 version,
                 Pending(version, deadline),
-                before_current=lambda: pause_once("update:switch", self._state_dir),
+                before_current=lambda: reached("update:switch", self._state_dir),
             )
             self._set("restarting", serving_before=serving_names(statuses))
-            pause_once("update:restart", self._state_dir)
+            reached("update:restart", self._state_dir)
             keep_listening(self._listening())
             self._restart_due = True
             return True
         if journal.phase == "confirming" and self._running == version:
-            pause_once("update:confirm", self._state_dir)
+            reached("update:confirm", self._state_dir)
             if ready_to_confirm(connected, statuses, journal.serving_before):
                 self.layout.confirm(version)
                 self._set("confirmed")

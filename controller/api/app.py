@@ -54,6 +54,7 @@ from controller.api.schemas import (
     TelemetrySampleOut,
     UndeployRequest,
 )
+from controller.api.upload_body import body_within, refuse_declared_oversize, stream_into
 from controller.api.warmup_params import (
     INPUTS_QUERY,
     SHAPE_QUERY,
@@ -61,7 +62,6 @@ from controller.api.warmup_params import (
     warmup_given,
 )
 from controller.artifacts.byte_range import plan_range
-from controller.artifacts.store import check_upload_size
 from controller.auth.install import install_auth
 from controller.auth.routes import principal_of
 from controller.dashboard.login import login_router
@@ -182,15 +182,9 @@ def _models(services: Services) -> APIRouter:
         warm-up (``reference_error`` says when ONNX Runtime failed on them)."""
         catalog.check_names(name, version)
         given = warmup_given(shape, value, inputs_sha256)
-        _refuse_declared_oversize(request, services.store.max_upload_bytes)
+        refuse_declared_oversize(request, services.store.max_upload_bytes)
         pending = await run_in_threadpool(catalog.begin_upload)
-        try:
-            async for chunk in request.stream():
-                if chunk:
-                    await run_in_threadpool(pending.write, chunk)
-        except BaseException:
-            pending.abort()
-            raise
+        await stream_into(request, pending)
         out, created = await run_in_threadpool(catalog.finish_upload, name, version, pending, given)
         if not created:
             response.status_code = 200
@@ -204,7 +198,7 @@ def _models(services: Services) -> APIRouter:
         name: ModelNamePath, version: VersionPath, request: Request
     ) -> ArtifactRef:
         """Upload reference outputs (NPZ: ``input:<name>``/``output:<name>``, first axis = case)."""
-        body = await _body_within(request, services.store.max_upload_bytes)
+        body = await body_within(request, services.store.max_upload_bytes)
         return await run_in_threadpool(catalog.set_reference, name, version, body)
 
     @router.get("/models")
@@ -269,16 +263,10 @@ def _artifacts(services: Services) -> APIRouter:
     ) -> ArtifactOut:
         """Store the raw request body (an engine, a calibration cache) content-addressed."""
         engines = services.engines
-        _refuse_declared_oversize(request, services.store.max_upload_bytes)
+        refuse_declared_oversize(request, services.store.max_upload_bytes)
         device = principal_of(request).device_id
         pending = await run_in_threadpool(engines.begin_upload, device)
-        try:
-            async for chunk in request.stream():
-                if chunk:
-                    await run_in_threadpool(pending.write, chunk)
-        except BaseException:
-            pending.abort()
-            raise
+        await stream_into(request, pending)
         out, created = await run_in_threadpool(engines.finish_upload, pending, sha256)
         if not created:
             response.status_code = 200
@@ -330,25 +318,6 @@ def _artifacts(services: Services) -> APIRouter:
         )
 
     return router
-
-
-def _refuse_declared_oversize(request: Request, limit: int) -> None:
-    """413 before a byte is read when ``Content-Length`` already exceeds ``limit``."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit():
-        check_upload_size(int(declared), limit)
-
-
-async def _body_within(request: Request, limit: int) -> bytes:
-    """The whole request body, refused (413) as soon as it grows past ``limit`` bytes."""
-    _refuse_declared_oversize(request, limit)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        check_upload_size(size, limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _kind(url: str) -> str:

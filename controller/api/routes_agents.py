@@ -13,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
 from controller.api.answers import raw_body
-from controller.artifacts.store import check_upload_size
+from controller.api.upload_body import refuse_declared_oversize, stream_into
 from controller.auth.routes import principal_of
 from controller.errors import ControllerError
 from controller.fleet.agent_releases import AgentReleases
@@ -81,17 +81,9 @@ def agents_router(services: Services) -> APIRouter:
         with release.json at its top (version and architecture read from the file; 409 when
         that version and architecture are stored with other bytes)."""
         service = releases()
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit():
-            check_upload_size(int(declared), services.store.max_upload_bytes)
+        refuse_declared_oversize(request, services.store.max_upload_bytes)
         pending = await run_in_threadpool(service.begin_upload)
-        try:
-            async for chunk in request.stream():
-                if chunk:
-                    await run_in_threadpool(pending.write, chunk)
-        except BaseException:
-            pending.abort()
-            raise
+        await stream_into(request, pending)
         actor = principal_of(request).name
         record, created = await run_in_threadpool(service.finish_upload, pending, actor)
         if not created:

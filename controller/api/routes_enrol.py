@@ -23,6 +23,7 @@ from controller.services import Services
 from controller.trust.enrolment import DEFAULT_EXPIRY, MAX_EXPIRY, EnrolmentRefused
 from controller.trust.enrolment_rate import RateLimiter, SharedRateLimiter, retry_after_header
 from controller.trust.labels import LABELS_SCHEMA
+from shared.enrolment import EnrolmentAnswer
 from shared.topics import DEVICE_ID_PATTERN
 
 logger = logging.getLogger(__name__)
@@ -49,19 +50,8 @@ class EnrolIn(BaseModel):
     )
 
 
-class IdentityOut(BaseModel):
+class IdentityOut(EnrolmentAnswer):
     """The enrolled device's identity; the secrets are shown this once."""
-
-    device_id: str
-    controller_url: str
-    broker_url: str
-    topic_prefix: str
-    broker_username: str | None
-    broker_password: str | None
-    api_token: str | None
-    fleet_key: dict[str, str] | None
-    labels: dict[str, str]
-    enrolled_at: datetime
 
 
 class EnrolTokenIn(BaseModel):
@@ -150,7 +140,7 @@ def enrol_router(services: Services) -> APIRouter:
             str(facts.get("hostname", "?"))[:64],
             str(facts.get("arch", "?"))[:32],
         )
-        return JSONResponse(IdentityOut(**issued.as_json()).model_dump(mode="json"))
+        return JSONResponse(issued.model_dump(mode="json"))
 
     @router.post("/enrol-tokens", status_code=201)
     def create_enrol_token(body: EnrolTokenIn, request: Request) -> CreatedEnrolTokenOut:

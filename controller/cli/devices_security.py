@@ -17,12 +17,17 @@ from controller.cli.render import emit_json, table
 from controller.client.http import ControllerClient
 
 
-def _post(client: ControllerClient, path: str, body: dict[str, Any] | None = None) -> Any:
-    return client._request("POST", path, json=body)
+class EnrolmentClient(ControllerClient):
+    """The enrolment calls: tokens, revocation, identities."""
 
+    def create_enrol_token(self, body: dict[str, Any]) -> Any:
+        return self._request("POST", "/api/v1/enrol-tokens", json=body)
 
-def _get(client: ControllerClient, path: str) -> Any:
-    return client._request("GET", path)
+    def revoke_device(self, device_id: str) -> Any:
+        return self._request("POST", f"/api/v1/devices/{device_id}/revoke")
+
+    def identities(self) -> Any:
+        return self._request("GET", "/api/v1/identities")
 
 
 def _labels(pairs: tuple[str, ...], hint: str = "--labels") -> dict[str, str]:
@@ -73,7 +78,7 @@ def enroll_token(
         "expires_in_s": lifetime.total_seconds(),
         "device_id": device_id,
     }
-    out = call_api(lambda c: _post(c, "/api/v1/enrol-tokens", body), url)
+    out = call_api(lambda c: c.create_enrol_token(body), url, EnrolmentClient)
     if as_json:
         emit_json(out)
         return
@@ -94,7 +99,7 @@ def enroll_token(
 def revoke_device(device_id: str, url: str, as_json: bool) -> None:
     """Cut DEVICE_ID off at once: broker credential deleted (connection closed), API token
     revoked. It can come back only by enrolling again with a new token."""
-    out = call_api(lambda c: _post(c, f"/api/v1/devices/{device_id}/revoke"), url)
+    out = call_api(lambda c: c.revoke_device(device_id), url, EnrolmentClient)
     if as_json:
         emit_json(out)
         return
@@ -108,7 +113,7 @@ def revoke_device(device_id: str, url: str, as_json: bool) -> None:
 @api_options
 def identities(url: str, as_json: bool) -> None:
     """List enrolled device identities (never their secrets)."""
-    out = call_api(lambda c: _get(c, "/api/v1/identities"), url)
+    out = call_api(lambda c: c.identities(), url, EnrolmentClient)
     if as_json:
         emit_json(out)
         return

@@ -9,7 +9,7 @@ artifacts in :mod:`controller.cli.models`, devices and telemetry in
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 import click
 
@@ -18,6 +18,7 @@ from controller.client import user_config
 from controller.client.http import DEFAULT_URL, ApiError, ControllerClient
 
 F = TypeVar("F", bound=Callable[..., Any])
+C = TypeVar("C", bound=ControllerClient)
 
 
 def _remember(key: str) -> Callable[[click.Context, click.Parameter, Any], None]:
@@ -58,14 +59,21 @@ def api_options(func: F) -> F:
     )(func)
 
 
-def _client(url: str) -> ControllerClient:
-    return ControllerClient(url)
+@overload
+def call_api(action: Callable[[ControllerClient], Any], url: str) -> Any: ...
 
 
-def call_api(action: Callable[[ControllerClient], Any], url: str) -> Any:
-    """Run ``action`` with a client of ``url``; an API error becomes a one-line CLI error."""
+@overload
+def call_api(action: Callable[[C], Any], url: str, kind: type[C]) -> Any: ...
+
+
+def call_api(
+    action: Callable[[Any], Any], url: str, kind: type[ControllerClient] = ControllerClient
+) -> Any:
+    """Run ``action`` with a client of ``url`` (a ``kind``: a subclass adds a command group's
+    calls), closed afterwards; an API error becomes a one-line CLI error."""
     try:
-        with _client(url) as client:
+        with kind(url) as client:
             return action(client)
     except ApiError as exc:
         raise click.ClickException(str(exc)) from exc

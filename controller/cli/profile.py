@@ -13,9 +13,9 @@ from typing import Any
 
 import click
 
-from controller.cli.operator import api_options
+from controller.cli.operator import api_options, call_api
 from controller.cli.render import emit_json, table
-from controller.client.http import ApiError, ControllerClient
+from controller.client.http import ControllerClient
 
 POLL_S = 0.5
 FINISHED = ("succeeded", "failed", "cancelled")
@@ -38,17 +38,6 @@ class JobsClient(ControllerClient):
 
     def cancel(self, job_id: str) -> Any:
         return self._request("POST", f"/api/v1/jobs/{job_id}/cancel")
-
-
-def call_jobs(action: Callable[[JobsClient], Any], url: str) -> Any:
-    """Run ``action`` with a jobs client of ``url``; an API error becomes a one-line error."""
-    client = JobsClient(url)
-    try:
-        return action(client)
-    except ApiError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        client.close()
 
 
 def settled(job: dict[str, Any]) -> bool:
@@ -79,7 +68,7 @@ def wait_for_job(job: dict[str, Any], url: str, timeout_s: float, as_json: bool)
                 f"offline); follow it with `jetfleet jobs show {job['id']}`"
             )
         time.sleep(POLL_S)
-        job = call_jobs(lambda c: c.job(job_id), url)
+        job = call_api(lambda c: c.job(job_id), url, JobsClient)
 
 
 def _pct(share: float | None) -> str | None:
@@ -136,7 +125,7 @@ def profile(
     device_id: str, model: str, runs: int, timeout_s: float, no_wait: bool, url: str, as_json: bool
 ) -> None:
     """Profile the active engine of MODEL on DEVICE_ID: top operators, where each ran, share."""
-    job = call_jobs(lambda c: c.profile(device_id, {"model": model, "runs": runs}), url)
+    job = call_api(lambda c: c.profile(device_id, {"model": model, "runs": runs}), url, JobsClient)
     if no_wait:
         emit_json(job) if as_json else click.echo(job["id"])
         return

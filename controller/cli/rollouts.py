@@ -4,15 +4,14 @@ rollback and retry them (HTTP API clients, like every operator command)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 import click
 
-from controller.cli.operator import api_options, split_ref
+from controller.cli.operator import api_options, call_api, split_ref
 from controller.cli.render import ago, emit_json, table
 from controller.cli.rollout_options import rollout_options, spec_body
-from controller.client.http import ApiError, ControllerClient
+from controller.client.http import ControllerClient
 
 
 class RolloutsClient(ControllerClient):
@@ -32,17 +31,6 @@ class RolloutsClient(ControllerClient):
 
     def operate(self, rollout_id: str, op: str) -> Any:
         return self._request("POST", f"/api/v1/rollouts/{rollout_id}/{op}")
-
-
-def _call(action: Callable[[RolloutsClient], Any], url: str) -> Any:
-    """Run ``action`` with a client of ``url``; an API error becomes a one-line CLI error."""
-    client = RolloutsClient(url)
-    try:
-        return action(client)
-    except ApiError as exc:
-        raise click.ClickException(str(exc)) from exc
-    finally:
-        client.close()
 
 
 @click.group()
@@ -80,7 +68,7 @@ def rollouts_create(
         **spec_body(options, rollback=not no_rollback),
         "strict": strict,
     }
-    out = _call(lambda c: c.create_rollout(body), url)
+    out = call_api(lambda c: c.create_rollout(body), url, RolloutsClient)
     if as_json:
         emit_json(out)
         return
@@ -96,7 +84,7 @@ def rollouts_create(
 @api_options
 def rollouts_ls(url: str, as_json: bool) -> None:
     """List rollouts, newest first."""
-    out = _call(lambda c: c.rollouts(), url)
+    out = call_api(lambda c: c.rollouts(), url, RolloutsClient)
     if as_json:
         emit_json(out)
         return
@@ -164,8 +152,8 @@ def _render(r: dict[str, Any]) -> str:
 @api_options
 def rollouts_show(rollout_id: str, audit: bool, url: str, as_json: bool) -> None:
     """One rollout: waves and a table of its devices."""
-    out = _call(lambda c: c.rollout(rollout_id), url)
-    trail = _call(lambda c: c.rollout_audit(rollout_id), url) if audit else None
+    out = call_api(lambda c: c.rollout(rollout_id), url, RolloutsClient)
+    trail = call_api(lambda c: c.rollout_audit(rollout_id), url, RolloutsClient) if audit else None
     if as_json:
         emit_json(out if trail is None else {**out, "audit": trail})
         return
@@ -193,7 +181,7 @@ def rollouts_show(rollout_id: str, audit: bool, url: str, as_json: bool) -> None
 def rollouts_watch(rollout_id: str, interval: float, once: bool, url: str, as_json: bool) -> None:
     """Live progress per wave and per device until the rollout finishes (Ctrl-C stops)."""
     while True:
-        out = _call(lambda c: c.rollout(rollout_id), url)
+        out = call_api(lambda c: c.rollout(rollout_id), url, RolloutsClient)
         if as_json:
             emit_json(out)
         else:
@@ -209,7 +197,7 @@ def _operation(op: str, help_text: str) -> click.Command:
     @click.argument("rollout_id")
     @api_options
     def command(rollout_id: str, url: str, as_json: bool) -> None:
-        out = _call(lambda c: c.operate(rollout_id, op), url)
+        out = call_api(lambda c: c.operate(rollout_id, op), url, RolloutsClient)
         if as_json:
             emit_json(out)
             return

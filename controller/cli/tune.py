@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from controller.cli.operator import api_options, split_ref
-from controller.cli.profile import call_jobs, finish, print_profile, wait_for_job
+from controller.cli.operator import api_options, call_api, split_ref
+from controller.cli.profile import JobsClient, finish, print_profile, wait_for_job
 from controller.cli.render import ago, emit_json, table
 
 MIB = 1024 * 1024
@@ -152,7 +152,7 @@ def tune(
         "apply_class": apply_class,
         "config": config,
     }
-    job = call_jobs(lambda c: c.tune(body), url)
+    job = call_api(lambda c: c.tune(body), url, JobsClient)
     if no_wait:
         emit_json(job) if as_json else click.echo(job["id"])
         return
@@ -176,7 +176,7 @@ def jobs() -> None:
 def jobs_ls(device: str | None, model: str | None, limit: int, url: str, as_json: bool) -> None:
     """List the newest jobs."""
     params = {k: v for k, v in {"device": device, "model": model, "limit": limit}.items() if v}
-    out = call_jobs(lambda c: c.jobs(params), url)
+    out = call_api(lambda c: c.jobs(params), url, JobsClient)
     if as_json:
         emit_json(out)
         return
@@ -200,7 +200,7 @@ def jobs_ls(device: str | None, model: str | None, limit: int, url: str, as_json
 @api_options
 def jobs_show(job_id: str, url: str, as_json: bool) -> None:
     """Show one job: its progress and, once finished, its result."""
-    job = call_jobs(lambda c: c.job(job_id), url)
+    job = call_api(lambda c: c.job(job_id), url, JobsClient)
     if as_json:
         emit_json(job)
         return
@@ -220,7 +220,7 @@ def jobs_show(job_id: str, url: str, as_json: bool) -> None:
 @api_options
 def jobs_cancel(job_id: str, url: str, as_json: bool) -> None:
     """Stop sending a pending job to its device."""
-    job = call_jobs(lambda c: c.cancel(job_id), url)
+    job = call_api(lambda c: c.cancel(job_id), url, JobsClient)
     if as_json:
         emit_json(job)
         return

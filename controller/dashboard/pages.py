@@ -13,6 +13,7 @@ from html import escape
 from typing import Any
 from urllib.parse import urlencode
 
+from controller.dashboard.facts_rows import ABSENT, fact_rows
 from controller.dashboard.view import DeviceRow
 from controller.records import EventEntry
 
@@ -172,12 +173,13 @@ def device_page(
         f"<td><code>{escape(str(e['engine_key'] or '-'))}</code></td></tr>"
         for e in row.engines
     )
-    shown = d.device_facts.model_dump(mode="json", by_alias=True) if d.device_facts else {}
-    facts = "".join(
-        f"<tr><th>{escape(k)}</th><td>{escape(json.dumps(v) if isinstance(v, dict) else str(v))}"
-        "</td></tr>"
-        for k, v in sorted(shown.items())
-        if k not in ("sources", "schema") and v is not None
+    shown = fact_rows(d.device_facts, d.agent_version) if d.device_facts else []
+    facts = (
+        "".join(
+            f"<tr data-fact='{key}'><th>{escape(label)}</th><td>{escape(text)}</td></tr>"
+            for key, label, text in shown
+        )
+        or f"<tr><td colspan='2'>{ABSENT}</td></tr>"
     )
     if d.facts_unreadable:
         facts = f"<tr><td colspan='2'>{escape(d.facts_unreadable)}</td></tr>"

@@ -37,7 +37,7 @@ from controller.db.schema import (
     utcnow,
 )
 from controller.db.session import SessionStore
-from controller.errors import Conflict, DatabaseError, NotFound
+from controller.errors import Conflict, NotFound
 from controller.records import (
     UNRECORDED,
     Decision,
@@ -51,7 +51,6 @@ from controller.records import (
 from shared.engines import BuildFailureOut, EngineManifest
 from shared.messages import DeviceFacts
 
-_RETRIES = 5
 _UPLOADERS: dict[str, UploaderKind] = {"device": "device", "operator": "operator"}
 
 
@@ -116,19 +115,18 @@ class EngineStoreDb(SessionStore):
 
     def set_trust(self, hw_class: str, mode: TrustMode, by: str, now: datetime) -> TrustEntry:
         """Set the trust mode of ``hw_class`` (replacing its previous one)."""
-        for _ in range(_RETRIES):
-            try:
-                with self._tx() as session:
-                    row = session.get(EngineTrust, hw_class, with_for_update=True)
-                    if row is None:
-                        row = EngineTrust(hardware_class=hw_class)
-                        session.add(row)
-                    row.mode, row.set_by, row.set_at = mode, by, now
-                    session.flush()
-                    return _trust(row)
-            except IntegrityError:
-                continue  # set concurrently for the first time: update the winner's row
-        raise DatabaseError(f"could not set the engine trust of {hw_class}: retry")
+
+        def write(session: Session) -> TrustEntry:
+            row = session.get(EngineTrust, hw_class, with_for_update=True)
+            if row is None:
+                row = EngineTrust(hardware_class=hw_class)
+                session.add(row)
+            row.mode, row.set_by, row.set_at = mode, by, now
+            session.flush()
+            return _trust(row)
+
+        # run again when it was set concurrently for the first time: update the winner's row
+        return self._tx_retried(write, f"could not set the engine trust of {hw_class}: retry")
 
     def add_artifact(self, sha256: str, size: int) -> bool:
         """Record an artifact's row (bytes already in the store); False when it existed."""
@@ -166,70 +164,70 @@ class EngineStoreDb(SessionStore):
         """
         key = manifest.engine_key
         dumped = manifest.model_dump(mode="json")
-        for _ in range(_RETRIES):
-            try:
-                with self._tx() as session:
-                    row = session.get(EngineTuning, (key, tuning), with_for_update=True)
-                    if row is not None:
-                        stored = _stored(row)
-                        if stored.manifest == manifest:
-                            return False
-                        if not may_replace(stored.provenance, provenance):
-                            raise _conflict(stored, manifest)
-                    if session.get(Artifact, manifest.sha256) is None:
-                        session.add(Artifact(sha256=manifest.sha256, size=manifest.size))
-                    now = utcnow()
-                    if row is not None:
-                        _write(row, manifest, dumped, provenance, now)
-                        _release_lease(session, key, tuning)
-                        return True
-                    if session.get(EngineRecord, key) is None:
-                        session.add(
-                            EngineRecord(
-                                engine_key=key,
-                                sha256=manifest.sha256,
-                                size=manifest.size,
-                                built_by=manifest.built_by,
-                                manifest=dumped,
-                                created_at=now,
-                            )
-                        )
-                        session.flush()
-                    row = EngineTuning(engine_key=key, tuning=tuning)
-                    _write(row, manifest, dumped, provenance, now)
-                    session.add(row)
-                    _release_lease(session, key, tuning)
+
+        def store(session: Session) -> bool:
+            row = session.get(EngineTuning, (key, tuning), with_for_update=True)
+            if row is not None:
+                stored = _stored(row)
+                if stored.manifest == manifest:
+                    return False
+                if not may_replace(stored.provenance, provenance):
+                    raise _conflict(stored, manifest)
+            if session.get(Artifact, manifest.sha256) is None:
+                session.add(Artifact(sha256=manifest.sha256, size=manifest.size))
+            now = utcnow()
+            if row is not None:
+                _write(row, manifest, dumped, provenance, now)
+                _release_lease(session, key, tuning)
                 return True
-            except IntegrityError:
-                continue  # stored concurrently: compare with the winner
-        raise DatabaseError(f"could not store engine {key} ({tuning}): retry the upload")
+            if session.get(EngineRecord, key) is None:
+                session.add(
+                    EngineRecord(
+                        engine_key=key,
+                        sha256=manifest.sha256,
+                        size=manifest.size,
+                        built_by=manifest.built_by,
+                        manifest=dumped,
+                        created_at=now,
+                    )
+                )
+                session.flush()
+            row = EngineTuning(engine_key=key, tuning=tuning)
+            _write(row, manifest, dumped, provenance, now)
+            session.add(row)
+            _release_lease(session, key, tuning)
+            return True
+
+        # run again when it was stored concurrently: compare with the winner
+        return self._tx_retried(store, f"could not store engine {key} ({tuning}): retry the upload")
 
     def acquire_lease(
         self, key: str, device_id: str, ttl_s: float, now: datetime, tuning: str = "default"
     ) -> Decision:
         """Grant or deny the build lease of (``key``, ``tuning``) to ``device_id`` (atomic; see
         the module)."""
-        for _ in range(_RETRIES):
-            try:
-                with self._tx() as session:
-                    return decide_locked(
-                        session,
-                        sqlite=self._sqlite,
-                        model=BuildLease,
-                        key=(key, tuning),
-                        holder=device_id,
-                        ttl_s=ttl_s,
-                        now=now,
-                        new_row=lambda lease: BuildLease(
-                            engine_key=key,
-                            tuning=tuning,
-                            holder=lease.holder,
-                            expires_at=lease.expires_at,
-                        ),
-                    )
-            except IntegrityError:
-                continue  # another device inserted the first lease: decide again against it
-        raise DatabaseError(f"could not decide the build lease of {key} ({tuning}): retry")
+
+        def decide(session: Session) -> Decision:
+            return decide_locked(
+                session,
+                sqlite=self._sqlite,
+                model=BuildLease,
+                key=(key, tuning),
+                holder=device_id,
+                ttl_s=ttl_s,
+                now=now,
+                new_row=lambda lease: BuildLease(
+                    engine_key=key,
+                    tuning=tuning,
+                    holder=lease.holder,
+                    expires_at=lease.expires_at,
+                ),
+            )
+
+        # run again when another device inserted the first lease: decide against it
+        return self._tx_retried(
+            decide, f"could not decide the build lease of {key} ({tuning}): retry"
+        )
 
     def put_failure(self, failure: BuildFailureOut) -> None:
         """Remember that TensorRT could not build ``failure.engine_key`` (the latest report

@@ -10,8 +10,9 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 
-from controller.db.schema_security import DeviceIdentityRow, EnrolTokenRow, SigningKeyRow
+from controller.db.schema_security import DeviceIdentityRow, EnrolTokenRow
 from controller.db.session import SessionStore, in_chunks
+from controller.db.signing_store import newest_unretired_key
 from controller.errors import NotFound
 
 
@@ -224,10 +225,5 @@ class IdentityStore(SessionStore):
         """The newest unretired public signing key as ``{"key_id", "public_key"}``; None if
         the fleet has no key yet (``jetfleet keys init``)."""
         with self._tx() as session:
-            row = session.execute(
-                select(SigningKeyRow)
-                .where(SigningKeyRow.retired_at.is_(None))
-                .order_by(SigningKeyRow.created_at.desc(), SigningKeyRow.key_id.desc())
-                .limit(1)
-            ).scalar_one_or_none()
+            row = session.execute(newest_unretired_key()).scalar_one_or_none()
             return None if row is None else {"key_id": row.key_id, "public_key": row.public_key}

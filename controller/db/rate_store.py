@@ -12,13 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sqlalchemy import delete
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from controller.db.schema_security import EnrolRateBucketRow
 from controller.db.session import SessionStore
-from controller.errors import DatabaseError
-
-_RETRIES = 5
 
 
 class RateBucketStore(SessionStore):
@@ -32,23 +29,23 @@ class RateBucketStore(SessionStore):
     ) -> None:
         """Store what ``decide`` makes of ``key``'s bucket ``(tokens, at)`` (None: no bucket yet)
         under its row lock; forget buckets untouched since ``forget_before`` (they are full)."""
-        for _ in range(_RETRIES):
-            try:
-                with self._tx() as session:
-                    if self._sqlite:
-                        session.connection().exec_driver_sql("BEGIN IMMEDIATE")
-                    row = session.get(EnrolRateBucketRow, key, with_for_update=True)
-                    tokens, at = decide(None if row is None else (row.tokens, row.at))
-                    if row is None:
-                        session.add(EnrolRateBucketRow(key=key, tokens=tokens, at=at))
-                    else:
-                        row.tokens, row.at = tokens, at
-                    session.execute(
-                        delete(EnrolRateBucketRow).where(
-                            EnrolRateBucketRow.at < forget_before, EnrolRateBucketRow.key != key
-                        )
-                    )
-                    return
-            except IntegrityError:
-                continue  # another replica inserted this address's first bucket: decide again
-        raise DatabaseError(f"could not decide the enrolment rate limit of {key!r}: retry")
+
+        def decide_locked(session: Session) -> None:
+            if self._sqlite:
+                session.connection().exec_driver_sql("BEGIN IMMEDIATE")
+            row = session.get(EnrolRateBucketRow, key, with_for_update=True)
+            tokens, at = decide(None if row is None else (row.tokens, row.at))
+            if row is None:
+                session.add(EnrolRateBucketRow(key=key, tokens=tokens, at=at))
+            else:
+                row.tokens, row.at = tokens, at
+            session.execute(
+                delete(EnrolRateBucketRow).where(
+                    EnrolRateBucketRow.at < forget_before, EnrolRateBucketRow.key != key
+                )
+            )
+
+        # run again when another replica inserted this address's first bucket
+        self._tx_retried(
+            decide_locked, f"could not decide the enrolment rate limit of {key!r}: retry"
+        )

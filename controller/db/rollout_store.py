@@ -35,7 +35,7 @@ from controller.db.schema_rollouts import (
     TargetRow,
 )
 from controller.db.session import SessionStore
-from controller.errors import Conflict, DatabaseError, NotFound
+from controller.errors import Conflict, NotFound
 from controller.records import (
     ACTIVE,
     AuditEntry,
@@ -45,8 +45,6 @@ from controller.records import (
     Target,
     TargetStatus,
 )
-
-_RETRIES = 5
 
 
 class RolloutStore(SessionStore):
@@ -276,24 +274,23 @@ class RolloutStore(SessionStore):
 
     def hold_lease(self, name: str, holder: str, ttl_s: float, now: datetime) -> bool:
         """Take or renew the lease ``name`` for ``holder``; False while another holds it."""
-        for _ in range(_RETRIES):
-            try:
-                with self._tx() as session:
-                    return decide_locked(
-                        session,
-                        sqlite=self._sqlite,
-                        model=ControllerLease,
-                        key=name,
-                        holder=holder,
-                        ttl_s=ttl_s,
-                        now=now,
-                        new_row=lambda lease: ControllerLease(
-                            name=name, holder=lease.holder, expires_at=lease.expires_at
-                        ),
-                    ).granted
-            except IntegrityError:
-                continue  # another replica inserted the first lease row: decide again
-        raise DatabaseError(f"could not decide the controller lease {name!r}: retry")
+
+        def decide(session: Session) -> bool:
+            return decide_locked(
+                session,
+                sqlite=self._sqlite,
+                model=ControllerLease,
+                key=name,
+                holder=holder,
+                ttl_s=ttl_s,
+                now=now,
+                new_row=lambda lease: ControllerLease(
+                    name=name, holder=lease.holder, expires_at=lease.expires_at
+                ),
+            ).granted
+
+        # run again when another replica inserted the first lease row
+        return self._tx_retried(decide, f"could not decide the controller lease {name!r}: retry")
 
     def release_lease(self, name: str, holder: str) -> None:
         """Give the lease up (nothing when ``holder`` does not hold it)."""

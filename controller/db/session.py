@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from sqlalchemy import Engine, create_engine, event
@@ -113,6 +113,11 @@ def transaction(sessions: sessionmaker[Session]) -> Iterator[Session]:
         raise DatabaseError(f"database error: {describe(exc)}") from exc
 
 
+T = TypeVar("T")
+
+RACE_RETRIES = 5
+"""How many times :meth:`SessionStore._tx_retried` runs a transaction that lost an insert race."""
+
 IN_CHUNK = 1000
 """Ids per ``IN (...)`` list (SQLite allows 32,766 parameters, PostgreSQL 65,535)."""
 
@@ -137,3 +142,15 @@ class SessionStore:
     def _tx(self) -> Iterator[Session]:
         with transaction(self._sessions) as session:
             yield session
+
+    def _tx_retried(self, work: Callable[[Session], T], failure: str) -> T:
+        """``work(session)`` in one transaction, run again in a new one when it lost a race to
+        insert the same row (IntegrityError: it then decides against the winner's row), at most
+        :data:`RACE_RETRIES` times in all; then :class:`DatabaseError` saying ``failure``."""
+        for _ in range(RACE_RETRIES):
+            try:
+                with self._tx() as session:
+                    return work(session)
+            except IntegrityError:
+                continue
+        raise DatabaseError(failure)

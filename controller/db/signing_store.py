@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, text
+from sqlalchemy import Select, func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -49,12 +49,7 @@ class SigningStore(SessionStore):
     def active_key(self) -> KeyRecord | None:
         """The newest key that is not retired, if any."""
         with self._tx() as session:
-            row = session.execute(
-                select(SigningKeyRow)
-                .where(SigningKeyRow.retired_at.is_(None))
-                .order_by(SigningKeyRow.created_at.desc(), SigningKeyRow.key_id.desc())
-                .limit(1)
-            ).scalar_one_or_none()
+            row = session.execute(newest_unretired_key()).scalar_one_or_none()
             return None if row is None else _key(row)
 
     def add_first_key(self, key_id: str, public_key: str, now: datetime) -> KeyRecord:
@@ -179,14 +174,18 @@ class SigningStore(SessionStore):
                 row.signed_manifest = signed
 
 
-def _active(session: Session) -> SigningKeyRow | None:
-    return session.execute(
+def newest_unretired_key() -> Select[SigningKeyRow]:
+    """The query for the fleet's active key: the newest not retired (a tie: the greater id)."""
+    return (
         select(SigningKeyRow)
         .where(SigningKeyRow.retired_at.is_(None))
         .order_by(SigningKeyRow.created_at.desc(), SigningKeyRow.key_id.desc())
         .limit(1)
-        .with_for_update()
-    ).scalar_one_or_none()
+    )
+
+
+def _active(session: Session) -> SigningKeyRow | None:
+    return session.execute(newest_unretired_key().with_for_update()).scalar_one_or_none()
 
 
 def _key(row: SigningKeyRow) -> KeyRecord:

@@ -11,9 +11,9 @@ in their devices' documents. Now the thread runs under :class:`shared.supervisio
 (``restart``): the crash is logged with the thread's name and the loop runs again after a
 back-off, starting with a full scan (what a crash interrupted is applied then).
 
-With several replicas only the one running the rollouts follows job events (``active``, issue
-17): two replicas applying the same event would both write its outcome and republish the
-device's document. A replica that becomes active starts with a full scan.
+With several replicas only the one running the rollouts follows job events (``active``):
+two replicas applying the same event would both write its outcome and republish the device's
+document. A replica that becomes active starts with a full scan.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from controller.errors import ControllerError
 from controller.failure_log import FailureLog
 from controller.jobs.service import JobService
-from shared.supervision import Periodic
+from shared.supervision import PeriodicService
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ FULL_SCAN_S = 60.0
 """How often the loop reads every job event of the devices with unfinished jobs again."""
 
 
-class JobLoop:
+class JobLoop(PeriodicService):
     """Calls :meth:`JobService.sync` every :data:`SYNC_S` on its own supervised thread."""
 
     def __init__(
@@ -49,18 +49,7 @@ class JobLoop:
         self._active = active
         self._last_full = float("-inf")
         self._failures = FailureLog(logger, "could not follow job events")
-        self._loop = Periodic("jetfleet-jobs", self._tick, interval_s)
-
-    @property
-    def restarts(self) -> int:
-        """How many times the thread was started again after a crash."""
-        return self._loop.restarts
-
-    def start(self) -> None:
-        self._loop.start()
-
-    def stop(self) -> None:
-        self._loop.stop()
+        super().__init__("jetfleet-jobs", interval_s)
 
     def _tick(self) -> None:
         if not self._active():

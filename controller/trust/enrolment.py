@@ -33,7 +33,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 from controller.auth.service import AccessControl
 from controller.broker_admin.acl import device_username
@@ -44,6 +43,7 @@ from controller.db.repository import Repository
 from controller.db.schema import utcnow
 from controller.errors import ControllerError, InvalidInput, NotFound
 from controller.trust.labels import check_labels, describe, ignored_labels
+from shared.enrolment import EnrolmentAnswer
 from shared.topics import DEFAULT_PREFIX, TopicError, check_device_id
 
 logger = logging.getLogger(__name__)
@@ -71,34 +71,8 @@ class CreatedEnrolToken:
     token: str
 
 
-@dataclass(frozen=True)
-class IssuedIdentity:
-    """What an enrolled device receives; the agent keeps it in ``identity.json`` (0600)."""
-
-    device_id: str
-    controller_url: str
-    broker_url: str
-    topic_prefix: str
-    broker_username: str | None
-    broker_password: str | None
-    api_token: str | None
-    fleet_key: dict[str, str] | None
-    labels: dict[str, str]
-    enrolled_at: datetime
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "device_id": self.device_id,
-            "controller_url": self.controller_url,
-            "broker_url": self.broker_url,
-            "topic_prefix": self.topic_prefix,
-            "broker_username": self.broker_username,
-            "broker_password": self.broker_password,
-            "api_token": self.api_token,
-            "fleet_key": self.fleet_key,
-            "labels": self.labels,
-            "enrolled_at": self.enrolled_at.isoformat(),
-        }
+IssuedIdentity = EnrolmentAnswer
+"""What an enrolled device receives; the agent keeps it in ``identity.json`` (0600)."""
 
 
 def _digest(secret: str) -> str:

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable
 
 from controller.errors import ControllerError
-from shared.supervision import Periodic
+from shared.supervision import PeriodicService
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ INTERVAL_S = 300.0
 """How often the thread asks whether a deployed manifest went stale."""
 
 
-class SignatureRefresher:
+class SignatureRefresher(PeriodicService):
     """Every ``interval_s``, republish all desired documents when ``stale()`` says so."""
 
     def __init__(
@@ -42,18 +42,7 @@ class SignatureRefresher:
         """False in a replica that does not run the rollouts: the one that does re-signs."""
         self._stale = stale
         self._republish = republish
-        self._loop = Periodic("jetfleet-resign", self._tick, interval_s)
-
-    @property
-    def restarts(self) -> int:
-        """How many times the thread was started again after a crash."""
-        return self._loop.restarts
-
-    def start(self) -> None:
-        self._loop.start()
-
-    def stop(self) -> None:
-        self._loop.stop()
+        super().__init__("jetfleet-resign", interval_s)
 
     def _tick(self) -> None:
         if not self._active():

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from agent.hardware.commands import Runner, default_runner
+from agent.hardware.sim_profiles import PROFILES
 from agent.telemetry.collectors.base import Collector, Readings
 from agent.telemetry.collectors.host import HostCollector, HostReadings
 from agent.telemetry.collectors.inference import InferenceCollector, InferenceReadings
@@ -26,6 +27,7 @@ from agent.telemetry.collectors.jetson_sysfs import (
 )
 from agent.telemetry.collectors.jtop_collector import JtopCollector, JtopReadings
 from agent.telemetry.collectors.nvml_collector import NvmlCollector, NvmlReadings
+from agent.telemetry.collectors.simulated import SimulatedJetsonSensors
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +145,11 @@ def _safely(collector: Collector[R] | None, absent: Callable[[str], R]) -> R | N
 
 
 class HealthSampler:
-    """Runs the configured collectors once per sample."""
+    """Runs the configured collectors once per sample.
+
+    ``simulated`` (a simulated Jetson) answers the Jetson part of each sample in place of sysfs,
+    from the host's and the serving's readings of the same sample.
+    """
 
     def __init__(
         self,
@@ -152,23 +158,28 @@ class HealthSampler:
         jtop: JtopCollector | None = None,
         nvml: NvmlCollector | None = None,
         inference: InferenceCollector | None = None,
+        simulated: SimulatedJetsonSensors | None = None,
     ) -> None:
         self.host = host
         self.jetson = jetson
         self.jtop = jtop
         self.nvml = nvml
         self.inference = inference
+        self.simulated = simulated
 
     def collect(self) -> HealthReadings:
         """One sample from every configured collector."""
+        host = _safely(self.host, lambda r: HostReadings(available=False, reason=r))
+        inference = _safely(self.inference, lambda r: InferenceReadings(available=False, reason=r))
+        jetson = _safely(self.jetson, lambda r: JetsonReadings(available=False, reason=r))
+        if self.simulated is not None:
+            jetson = self.simulated.readings(host, inference)
         return HealthReadings(
-            host=_safely(self.host, lambda r: HostReadings(available=False, reason=r)),
-            jetson=_safely(self.jetson, lambda r: JetsonReadings(available=False, reason=r)),
+            host=host,
+            jetson=jetson,
             jtop=_safely(self.jtop, lambda r: JtopReadings(available=False, reason=r)),
             nvml=_safely(self.nvml, lambda r: NvmlReadings(available=False, reason=r)),
-            inference=_safely(
-                self.inference, lambda r: InferenceReadings(available=False, reason=r)
-            ),
+            inference=inference,
         )
 
     def close(self) -> None:
@@ -184,17 +195,26 @@ def default_sampler(
     root: Path = Path("/"),
     run: Runner = default_runner,
     mapping: Mapping[str, bool] | None = None,
+    simulated_profile: str | None = None,
+    seed: int | str = 0,
 ) -> HealthSampler:
     """The collectors that fit this machine: Jetson ones on a Jetson, NVML elsewhere.
 
     ``mapping`` can switch a collector off by name (``{"nvml": False}``) for tests or settings.
+    A ``simulated_profile`` with an envelope (the Jetson ones) adds simulated temperature and
+    power, their noise seeded by ``seed`` (the agent passes its device id).
     """
     enabled = {"host": True, "jetson": True, "jtop": True, "nvml": True, **(mapping or {})}
     on_jetson = (root / RELEASE_FILE).exists()
+    profile = PROFILES[simulated_profile] if simulated_profile is not None else None
+    simulated = None
+    if profile is not None and profile.envelope is not None and enabled["jetson"] and not on_jetson:
+        simulated = SimulatedJetsonSensors(profile, seed)
     return HealthSampler(
         host=HostCollector(state_dir) if enabled["host"] else None,
         jetson=JetsonSysfsCollector(root, run) if enabled["jetson"] and on_jetson else None,
         jtop=JtopCollector(root) if enabled["jtop"] and on_jetson else None,
         nvml=NvmlCollector() if enabled["nvml"] and not on_jetson else None,
         inference=inference,
+        simulated=simulated,
     )

@@ -32,6 +32,7 @@ from shared.agent_releases import AgentReleaseArtifact, AgentReleaseOrder
 from shared.codec import encode
 from shared.messages import DesiredState, ModelSlot
 from shared.topics import Channel, Topics
+from tests.agent_pause import UPDATE_ENV, pythonpath
 
 ROOT = Path(__file__).resolve().parents[3]
 LAUNCHER = ROOT / "packaging" / "scripts" / "agent-launch"
@@ -105,7 +106,8 @@ class Gateway:
             "JETFLEET_FACTORY_ENTRY": str(FACTORY_ENTRY),
         }
         if pause_at:
-            env["JETFLEET_TEST_UPDATE_PAUSE_AT"] = pause_at
+            env[UPDATE_ENV] = pause_at
+            env["PYTHONPATH"] = pythonpath(env)
         self.log = state / "agent.log"
         parts = urlsplit(broker)
         self._mqtt = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"t-{uuid.uuid4().hex}")

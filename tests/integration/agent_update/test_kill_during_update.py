@@ -1,7 +1,7 @@
 """``kill -9`` at every point of an update: the device ends on one complete release, serving.
 
 For each step the agent stops there once (``JETFLEET_TEST_UPDATE_PAUSE_AT``,
-agent/update/test_hooks.py), the test SIGKILLs it, and the stand-in for systemd's
+tests/agent_pause/), the test SIGKILLs it, and the stand-in for systemd's
 Restart=on-failure (gateway.py) starts the launcher again on the same state directory. Whatever
 the step, the update then completes: ``current`` names a complete release (0.3.0), no partial
 tree is left, nothing is pending, and the agent that serves reports 0.3.0.
@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from agent.update.test_hooks import MARKER
 from shared.messages import ArtifactRef
+from tests.agent_pause import UPDATE_MARKER
 from tests.conftest import free_port
 from tests.integration.agent.artifact_server import ArtifactServer
 from tests.integration.agent_update.gateway import FACTORY_VERSION, Gateway, order_for
@@ -40,8 +40,8 @@ def test_kill_at_each_update_step_ends_on_one_complete_release(
         gateway.wait_serving(FACTORY_VERSION)
         ref = release("0.3.0")
         gateway.publish(order_for(ref.url, ref.sha256, ref.size, "0.3.0"))
-        gateway.wait(f"the agent paused at {step}", (state / MARKER).exists)
-        assert (state / MARKER).read_text() == step
+        gateway.wait(f"the agent paused at {step}", (state / UPDATE_MARKER).exists)
+        assert (state / UPDATE_MARKER).read_text() == step
         starts = gateway.supervisor.starts
         gateway.supervisor.kill_agent()
         gateway.wait("the launcher started again", lambda: gateway.supervisor.starts > starts)

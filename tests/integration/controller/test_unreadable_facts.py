@@ -80,4 +80,12 @@ def test_unreadable_stored_facts_leave_the_device_out_of_class_targets_and_say_s
         "facts unreadable (schema: Input should be &#x27;jetfleet/facts/1&#x27;): stored by a "
         "controller of another version; the device&#x27;s next report replaces them"
     ) in page.text
-    assert "Jetson Orin Nano 8GB" in api.get("/dashboard/devices/gw-1").text
+    readable = api.get("/dashboard/devices/gw-1").text
+    assert "Jetson Orin Nano 8GB" in readable
+    assert (
+        "<tr data-fact='jetpack'><th>JetPack / L4T</th><td>JetPack 6.2 / L4T —</td></tr>"
+        in readable
+    )
+    assert "<tr data-fact='dla'><th>DLA cores</th><td>0</td></tr>" in readable
+    assert "<tr data-fact='gpu'><th>GPU</th><td>—</td></tr>" in readable
+    assert "<tr data-fact='agent'><th>Agent version</th><td>test</td></tr>" in readable

@@ -86,6 +86,7 @@ def test_dashboard_renders_device_table_and_charts(
     assert drawn.count("true") >= 5, drawn  # latency, throughput, load, temperature, memory...
     assert device.count('class="jf-line"') >= 6
     assert "kkkkkkkkkkkkkkkk" in device  # active engine (from telemetry)
+    assert '<tr data-fact="jetpack"><th>JetPack / L4T</th>' in device  # facts as rows
 
     shot = tmp_path / "device.png"
     browse(device_page, f"--screenshot={shot}", cwd=tmp_path)

@@ -1,8 +1,7 @@
 """kill -9 at every step of a swap: the restarted agent serves the old or the new engine.
 
 The agent runs as a real subprocess (``jetfleet-agent run``) against the real Mosquitto; the
-test hook ``JETFLEET_TEST_PAUSE_AT`` (agent/swap/test_hooks.py) stops it at a named step, the
-test
+variable ``JETFLEET_TEST_PAUSE_AT`` stops it at a named checkpoint (tests/agent_pause/), the test
 SIGKILLs it there and starts it again on the same state directory. The restarted agent must
 serve the model as soon as its port answers (from the swap journal, before any reconcile), and
 the version must be the old one for a kill before the journal commit and the new one after
@@ -27,11 +26,11 @@ import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
-from agent.swap.test_hooks import ENV, MARKER
 from controller.demo.sample_models import classifier
 from shared.codec import encode
 from shared.messages import ArtifactRef, DesiredState, ModelSlot
 from shared.topics import Channel, Topics
+from tests.agent_pause import SWAP_ENV, SWAP_MARKER, pythonpath
 from tests.conftest import free_port
 from tests.integration.agent.artifact_server import ArtifactServer
 
@@ -74,7 +73,8 @@ class Agent:
             "JETFLEET_DISABLED_COLLECTORS": '["jetson", "jtop", "nvml"]',
         }
         if pause:
-            env[ENV] = pause
+            env[SWAP_ENV] = pause
+            env["PYTHONPATH"] = pythonpath(env)
         self.url = f"http://127.0.0.1:{port}"
         self.proc = subprocess.Popen(
             [str(Path(sys.executable).parent / "jetfleet-agent"), "run"],
@@ -124,7 +124,7 @@ def test_kill_at_each_swap_step_restarts_serving_old_or_new(
             time.sleep(0.1)
         assert r.json()["model_version"] == "1"
         client.publish(topic, encode(desired(2, "2", v2)), qos=1, retain=True).wait_for_publish(5)
-        marker = tmp_path / MARKER
+        marker = tmp_path / SWAP_MARKER
         deadline = time.monotonic() + 60
         while not marker.exists():
             assert time.monotonic() < deadline, f"agent never reached {step}"
