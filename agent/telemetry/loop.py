@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from agent.link.outbox import Outbox
 from agent.telemetry.collectors.health import HealthReadings, HealthSampler
 from shared.supervision import Supervised
-from shared.telemetry import ModelStats, Telemetry
+from shared.telemetry import Telemetry
 from shared.topics import Channel
 
 log = logging.getLogger(__name__)
@@ -39,22 +39,7 @@ def telemetry_sample(
     """The wire sample of ``readings``; a host collector that failed reports zero load."""
     host = readings.host if readings.host is not None and readings.host.available else None
     inference = readings.inference
-    models: tuple[ModelStats, ...] = ()
-    if inference is not None and inference.available:
-        models = tuple(
-            ModelStats(
-                name=m.name,
-                version=m.version,
-                requests=m.requests,
-                errors=m.errors,
-                latency_p50_ms=m.latency_p50_ms,
-                latency_p95_ms=m.latency_p95_ms,
-                latency_p99_ms=m.latency_p99_ms,
-                latency_buckets=m.latency_buckets,
-                engine_key=m.engine_key,
-            )
-            for m in inference.models
-        )
+    models = inference.models if inference is not None and inference.available else ()
     return Telemetry(
         device_id=device_id,
         sample_id=sample_id,

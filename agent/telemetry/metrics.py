@@ -23,11 +23,33 @@ def percentile(sorted_values: Sequence[float], pct: float) -> float:
 
 
 @dataclass
-class _Window:
+class Window:
+    """One model's counters and successful latencies since the previous sample."""
+
     version: str | None = None
     requests: int = 0
     errors: int = 0
     latencies_ms: list[float] = field(default_factory=list)
+
+    def stats(
+        self,
+        name: str,
+        latency_buckets: tuple[int, ...] = (),
+        engine_key: str | None = None,
+    ) -> ModelStats:
+        """The window as the wire ``ModelStats`` of model ``name``."""
+        lat = sorted(self.latencies_ms)
+        return ModelStats(
+            name=name,
+            version=self.version,
+            requests=self.requests,
+            errors=self.errors,
+            latency_p50_ms=percentile(lat, 50) if lat else None,
+            latency_p95_ms=percentile(lat, 95) if lat else None,
+            latency_p99_ms=percentile(lat, 99) if lat else None,
+            latency_buckets=latency_buckets,
+            engine_key=engine_key,
+        )
 
 
 class Metrics:
@@ -35,13 +57,13 @@ class Metrics:
 
     def __init__(self, max_latencies: int = 100_000) -> None:
         self._lock = threading.Lock()
-        self._windows: dict[str, _Window] = {}
+        self._windows: dict[str, Window] = {}
         self._max_latencies = max_latencies
 
     def record(self, model: str, version: str | None, latency_s: float, ok: bool) -> None:
         """Count one request; only successful ones contribute a latency."""
         with self._lock:
-            window = self._windows.setdefault(model, _Window())
+            window = self._windows.setdefault(model, Window())
             window.version = version
             window.requests += 1
             if not ok:
@@ -49,25 +71,15 @@ class Metrics:
             elif len(window.latencies_ms) < self._max_latencies:
                 window.latencies_ms.append(latency_s * 1000.0)
 
-    def sample(self, active: Mapping[str, str | None] | None = None) -> tuple[ModelStats, ...]:
-        """Stats of every model seen or ``active`` (name → version) since the last sample."""
+    def take(self, active: Mapping[str, str | None] | None = None) -> dict[str, Window]:
+        """The window of every model seen or ``active`` (name → version) since the last call,
+        by name; the windows start over."""
         with self._lock:
             windows, self._windows = self._windows, {}
         for name, version in (active or {}).items():
-            windows.setdefault(name, _Window(version=version))
-        stats = []
-        for name in sorted(windows):
-            w = windows[name]
-            lat = sorted(w.latencies_ms)
-            stats.append(
-                ModelStats(
-                    name=name,
-                    version=w.version,
-                    requests=w.requests,
-                    errors=w.errors,
-                    latency_p50_ms=percentile(lat, 50) if lat else None,
-                    latency_p95_ms=percentile(lat, 95) if lat else None,
-                    latency_p99_ms=percentile(lat, 99) if lat else None,
-                )
-            )
-        return tuple(stats)
+            windows.setdefault(name, Window(version=version))
+        return {name: windows[name] for name in sorted(windows)}
+
+    def sample(self, active: Mapping[str, str | None] | None = None) -> tuple[ModelStats, ...]:
+        """Stats of every model seen or ``active`` (name → version) since the last sample."""
+        return tuple(w.stats(name) for name, w in self.take(active).items())

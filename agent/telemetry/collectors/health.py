@@ -46,7 +46,10 @@ class HealthReadings:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dicts, lists and numbers (JSON-ready)."""
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if self.inference is not None:  # its models are the wire ModelStats, not dataclasses
+            out["inference"]["models"] = tuple(m.model_dump() for m in self.inference.models)
+        return out
 
     def absent(self) -> dict[str, str]:
         """Each configured source that did not answer → why (for the operator, not a failure)."""

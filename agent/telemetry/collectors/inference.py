@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from agent.telemetry.metrics import Metrics
+from agent.telemetry.metrics import Metrics, Window
 from shared.telemetry import ModelStats
 
 DEFAULT_BOUNDS_MS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
@@ -67,34 +67,19 @@ class HistogramMetrics(Metrics):
 
 
 @dataclass(frozen=True)
-class ModelInference:
-    """One model's window: counters, percentiles, histogram and the engine serving it."""
-
-    name: str
-    version: str | None
-    requests: int
-    errors: int
-    latency_p50_ms: float | None
-    latency_p95_ms: float | None
-    latency_p99_ms: float | None
-    latency_buckets: tuple[int, ...]
-    engine_key: str | None
-
-
-@dataclass(frozen=True)
 class InferenceReadings:
     """The serving side of one sample; ``swaps`` counts engine swaps during the window."""
 
     available: bool
     reason: str | None = None
-    models: tuple[ModelInference, ...] = ()
+    models: tuple[ModelStats, ...] = ()
     bounds_ms: tuple[float, ...] = DEFAULT_BOUNDS_MS
     queue_depth: int | None = None
     swaps: int = 0
 
 
 def inference_readings(
-    stats: Sequence[ModelStats],
+    windows: Mapping[str, Window],
     buckets: Mapping[str, tuple[int, ...]],
     bounds_ms: tuple[float, ...],
     engine_keys: Mapping[str, str],
@@ -104,18 +89,8 @@ def inference_readings(
     """Join the metrics window, the histogram window and the serving state per model."""
     empty = (0,) * (len(bounds_ms) + 1)
     models = tuple(
-        ModelInference(
-            name=s.name,
-            version=s.version,
-            requests=s.requests,
-            errors=s.errors,
-            latency_p50_ms=s.latency_p50_ms,
-            latency_p95_ms=s.latency_p95_ms,
-            latency_p99_ms=s.latency_p99_ms,
-            latency_buckets=buckets.get(s.name, empty),
-            engine_key=engine_keys.get(s.name),
-        )
-        for s in stats
+        window.stats(name, buckets.get(name, empty), engine_keys.get(name))
+        for name, window in windows.items()
     )
     return InferenceReadings(
         available=True, models=models, bounds_ms=bounds_ms, queue_depth=queue_depth, swaps=swaps
@@ -148,13 +123,13 @@ class InferenceCollector:
 
     def collect(self) -> InferenceReadings:
         """The window since the previous call."""
-        stats = self._metrics.sample(self._active())
+        windows = self._metrics.take(self._active())
         buckets = self._metrics.histogram.take()
         swaps_now = self._swaps_total()
         swaps = max(0, swaps_now - self._last_swaps)
         self._last_swaps = swaps_now
         return inference_readings(
-            stats,
+            windows,
             buckets,
             self._metrics.histogram.bounds_ms,
             self._engine_keys(),

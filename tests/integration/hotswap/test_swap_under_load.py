@@ -27,7 +27,7 @@ from agent.telemetry.metrics import Metrics
 from controller.analysis.reference_outputs import reference_npz
 from controller.demo.sample_models import anomaly, classifier
 from tests.conftest import free_port
-from tests.integration.controller.conftest import poll
+from tests.integration.trt_host.conftest import wait_until
 
 WAIT_S = 30.0
 BODY = {"inputs": [{"name": "image", "shape": [1, 3, 32, 32], "datatype": "FP32",
@@ -207,15 +207,15 @@ def test_a_request_inside_the_old_engine_finishes_on_it_after_the_swap_began(rig
         assert old_model.entered.wait(WAIT_S), "the request never reached version 1"
         assert old_entry.inflight == 1
         swap.start()
-        poll(
+        wait_until(
             lambda: rig.registry.versions().get("classifier") == "2",
             WAIT_S,
             "the swap to switch to version 2",
         )
         # Past the switch the swap either drains (drain() marks the entry retired, then waits
         # for the request) or closes the old engine: wait until it did one of the two.
-        poll(
-            lambda: old_entry._retired or old_model.closed,
+        wait_until(
+            lambda: bool(old_entry._retired or old_model.closed),
             WAIT_S,
             "the swap to drain or close version 1",
         )

@@ -10,9 +10,10 @@ import pytest
 from agent.hardware.sim_profiles import PROFILES
 from agent.telemetry.collectors.health import HealthReadings, default_sampler
 from agent.telemetry.collectors.host import HostReadings
-from agent.telemetry.collectors.inference import InferenceReadings, ModelInference
+from agent.telemetry.collectors.inference import InferenceReadings
 from agent.telemetry.collectors.simulated import PREFIX, SimulatedJetsonSensors, load_of
 from agent.telemetry.loop import telemetry_sample
+from shared.telemetry import ModelStats
 
 TS = datetime(2025, 1, 1, tzinfo=timezone.utc)
 JETSONS = [name for name, p in PROFILES.items() if p.jetson is not None]
@@ -23,7 +24,15 @@ def host(cpu: float) -> HostReadings:
 
 
 def served(requests: int) -> InferenceReadings:
-    model = ModelInference("detector", "1", requests, 0, 1.0, 2.0, 3.0, (), None)
+    model = ModelStats(
+        name="detector",
+        version="1",
+        requests=requests,
+        errors=0,
+        latency_p50_ms=1.0,
+        latency_p95_ms=2.0,
+        latency_p99_ms=3.0,
+    )
     return InferenceReadings(available=True, models=(model,))
 
 

@@ -6,10 +6,10 @@ from datetime import datetime, timezone
 
 from agent.telemetry.collectors.health import HealthReadings
 from agent.telemetry.collectors.host import HostReadings
-from agent.telemetry.collectors.inference import InferenceReadings, ModelInference
+from agent.telemetry.collectors.inference import InferenceReadings
 from agent.telemetry.collectors.nvml_collector import NvmlReadings
 from agent.telemetry.loop import telemetry_sample
-from shared.telemetry import Telemetry
+from shared.telemetry import ModelStats, Telemetry
 
 TS = datetime(2025, 1, 1, tzinfo=timezone.utc)
 HOST = HostReadings(
@@ -22,7 +22,7 @@ HOST = HostReadings(
     net_sent_bytes=100,
     net_recv_bytes=200,
 )
-DETECTOR = ModelInference(
+DETECTOR = ModelStats(
     name="detector",
     version="2",
     requests=4,
