@@ -30,8 +30,8 @@ from agent.engines.identity import tuning_tag
 from agent.engines.trt_interpreter import configure as configure_tensorrt_python
 from agent.hardware.facts import probe
 from agent.hardware.runtime_kinds import ONNXRUNTIME, runtime_kind
-from agent.jobs.host import JobHost
 from agent.jobs.power_facts import PowerTuning
+from agent.jobs.resources import JobResources
 from agent.jobs.runner import JobRunner
 from agent.link.mqtt_link import MqttLink
 from agent.link.outbox import Outbox
@@ -181,7 +181,7 @@ class AgentDaemon:
             stopping=lambda: self._stopping,
         )
         self.jobs = JobRunner(
-            JobHost(
+            JobResources(
                 runtime,
                 state_dir,
                 view=lambda: self.slots.view,

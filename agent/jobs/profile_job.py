@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.hardware.runtime_kinds import TENSORRT, runtime_kind
-from agent.jobs.host import JobContext, JobFailed
 from agent.jobs.profiling import NodeRecord, ort_trace_records, summarize
+from agent.jobs.resources import JobContext, JobFailed
 from agent.jobs.tuning_bench import BenchCancelled, feeds_for
 from agent.swap.admission import need_of
 from agent.swap.validation import Reference

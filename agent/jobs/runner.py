@@ -5,7 +5,7 @@ worker thread runs them one at a time, apart from the loop, so a long tuning run
 swap or a report. Each job id runs once (:mod:`agent.jobs.journal`); a job found running at start
 was interrupted by a restart and is reported failed, never run again. The kinds:
 :mod:`agent.jobs.profile_job` and :mod:`agent.jobs.tune_job`; what they may use from the agent:
-:mod:`agent.jobs.host`.
+:mod:`agent.jobs.resources`.
 
 Progress and results leave as events (kind ``job_progress`` / ``job_result``, ``data`` a
 :class:`~shared.jobs.JobProgress` / :class:`~shared.jobs.JobOutcome`) through the agent's spool,
@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from typing import Literal
 
 from agent.errors import AgentError
-from agent.jobs.host import Emit, JobContext, JobHost
 from agent.jobs.journal import JobJournal
 from agent.jobs.profile_job import run_profile
+from agent.jobs.resources import Emit, JobContext, JobResources
 from agent.jobs.tune_job import run_tune
 from agent.jobs.tuning_bench import BenchCancelled
 from shared.jobs import Job, JobOutcome, ProfileJob
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 class JobRunner:
     """Runs jobs one at a time on its own thread; ``submit`` is called from the loop thread."""
 
-    def __init__(self, host: JobHost, emit: Emit) -> None:
+    def __init__(self, host: JobResources, emit: Emit) -> None:
         self._host = host
         self._emit = emit
         self._dir = host.state_dir / "jobs"

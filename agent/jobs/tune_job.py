@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agent.jobs.host import JobContext
+from agent.jobs.resources import JobContext
 from agent.jobs.tuning_bench import BenchHost, bench_candidate
 from agent.swap.admission import Admission, Need
 from agent.swap.budget import Reservation

@@ -72,7 +72,7 @@ def test_fp16_where_weak_typing_exists_else_a_clear_error(
 
 
 def test_int8_from_a_calibration_cache(standin: StandIn, caps: Capabilities, release: str) -> None:
-    # the header this release writes (issue 31 #2: another release's cache is refused)
+    # the header this release writes (another release's cache is refused)
     number = {"8.5.2": 8502, "8.6.1": 8601, "10.3.0": 100300, "10.13.3": 101303, "newest": 110100}
     cache = b"TRT-%d-EntropyCalibration2" % number[release]
     if release == "newest":
@@ -93,7 +93,7 @@ def test_a_quantized_network_is_built_with_int8_where_weak_typing_exists(
     standin: StandIn, caps: Capabilities, release: str
 ) -> None:
     """Q/DQ layers in a weakly typed network need BuilderFlag.INT8 whatever the config's
-    precision (real 8.5.2 and 8.6.0 refused a symmetric QDQ model without it, issue 30)."""
+    precision (real 8.5.2 and 8.6.0 refused a symmetric QDQ model without it)."""
     network_with_two_dynamic_inputs(standin, layer_types=("QUANTIZE", "CONVOLUTION", "DEQUANTIZE"))
     result = build(standin.module, caps, conv_onnx(), BuildOptions(profiles=TWO_INPUTS))
     flags = [c.args for c in standin.recorder.calls("IBuilderConfig.set_flag")]

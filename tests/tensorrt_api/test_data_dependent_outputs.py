@@ -1,5 +1,5 @@
 """Outputs sized by TensorRT (NonZero, NonMaxSuppression) and contexts TensorRT must allocate
-for, per release (issue 30): which names the host touches, with which arguments.
+for, per release: which names the host touches, with which arguments.
 
 The shapes below are scripted inputs of the stand-in; real TensorRT's answers for such engines
 are checked by ``tests/tensorrt/test_model_families.py`` on the GPU test host.

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agent.jobs.host import JobHost
+from agent.jobs.resources import JobResources
 from agent.jobs.runner import JobRunner
 from agent.slots.records import SlotsView
 from agent.swap.budget import MemoryBudget
@@ -52,7 +52,7 @@ def make_runner(state_dir: Path, events: Events, model_file: Path | None = None)
         assert model_file is not None, "this test fetches nothing"
         return model_file
 
-    host = JobHost(
+    host = JobResources(
         runtime="onnxruntime",
         state_dir=state_dir,
         view=SlotsView,

@@ -1,5 +1,5 @@
-"""Each defect under "Why" in issue 15, fixed in agent/trt_host, under the same generated
-stand-in at 8.5.2 and 8.6.1 (JetPack 5.1 and 6.0).
+"""Each defect found in the former in-process TensorRT code, fixed in agent/trt_host, under the
+same generated stand-in at 8.5.2 and 8.6.1 (JetPack 5.1 and 6.0).
 
 Until commit 3424ecc every test here also ran against the old in-process code
 (agent/engines/builder_trt.py, agent/runtimes/trt.py, written for TensorRT >= 10.1) as

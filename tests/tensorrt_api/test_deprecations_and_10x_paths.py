@@ -1,6 +1,7 @@
-"""Issue 31 rows 5 and 8 on the generated stand-in of each release where the path exists.
+"""Deprecated names and untested TensorRT 10 paths, on the generated stand-in of each release
+where the path exists.
 
-Row 5, what is deprecated and what warns (NVIDIA's sources, checked at v10.3.0 and v10.13.3):
+Deprecations: what is deprecated and what warns (NVIDIA's sources, checked at v10.3.0 and v10.13.3):
 
 - ``BuilderFlag.FP16``/``INT8`` are deprecated in 10.12 ("Superseded by strong typing") by their
   docstrings only: an enum value cannot warn, so touching them emits nothing;
@@ -17,7 +18,7 @@ Row 5, what is deprecated and what warns (NVIDIA's sources, checked at v10.3.0 a
 So a weakly typed fp16/int8 build still works on 10.x; its notes say what is deprecated on this
 release and what replaces it (strong typing, Q/DQ).
 
-Row 8: the 10.x paths no test took (each asserts the names and arguments it touched).
+Untested paths: the 10.x paths no test took (each asserts the names and arguments it touched).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def plan_file(tmp_path: Path) -> str:
     return str(path)
 
 
-# -- row 5 ------------------------------------------------------------------------------------
+# -- deprecations ------------------------------------------------------------------------
 
 
 def test_row5_deprecation_capabilities_agree_with_the_api_table(
@@ -139,7 +140,7 @@ def test_row5_the_fp32_path_touches_nothing_deprecated_and_says_nothing(
     assert not [n for n in result.notes if "deprecated" in n]
 
 
-# -- row 8 ------------------------------------------------------------------------------------
+# -- untested 10.x paths -----------------------------------------------------------------
 
 
 def test_row8_a_strongly_typed_build_sets_the_network_flag_and_no_precision_flag(

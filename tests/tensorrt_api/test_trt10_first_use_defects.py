@@ -1,4 +1,4 @@
-"""Issue 31's TensorRT 10 defects, on the generated stand-in of every release the fix touches
+"""TensorRT 10 first-use defects, on the generated stand-in of every release the fix touches
 (10.x cannot run on any machine here; the stand-in checks names and arguments, never numbers).
 Each test is named after its row and fails on the code before the fix."""
 

@@ -1,4 +1,4 @@
-"""Issue 31 row 2: INT8 from a calibration cache of another TensorRT release, on the stand-in of
+"""INT8 from a calibration cache of another TensorRT release, on the stand-in of
 every release with a calibrator (and the newest, which has none).
 
 TensorRT ignores a cache whose header names another release or calibrator; the cache-only

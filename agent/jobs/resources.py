@@ -1,6 +1,6 @@
 """What a job may use from the agent, and the handle one running job works through.
 
-:class:`JobHost` is everything the jobs thread is given: the frozen slots view the loop thread
+:class:`JobResources` is everything the jobs thread is given: the frozen slots view the loop thread
 publishes (:class:`agent.slots.records.SlotsView`), the device facts, the memory budget it shares
 with the hot-swap (:class:`agent.swap.budget.MemoryBudget`), the downloader and the trust check.
 It is given nothing the loop thread changes in place.
@@ -43,7 +43,7 @@ def ort_providers() -> list[str]:
 
 
 @dataclass(frozen=True)
-class JobHost:
+class JobResources:
     """What jobs need from the agent: its runtime, the slots view, the memory budget, settings."""
 
     runtime: str
@@ -63,7 +63,9 @@ class JobHost:
 class JobContext:
     """One running job's handle on the agent."""
 
-    def __init__(self, host: JobHost, job: Job, emit: Emit, cancelled: Callable[[], bool]) -> None:
+    def __init__(
+        self, host: JobResources, job: Job, emit: Emit, cancelled: Callable[[], bool]
+    ) -> None:
         self.host = host
         self.job = job
         self._emit = emit

@@ -1,4 +1,4 @@
-"""The stand-in fails as TensorRT does, and the host says so (row 7 of the TensorRT 10 review).
+"""The stand-in fails as TensorRT does, and the host says so (every failing call in agent/trt_host).
 
 The stand-in refuses argument types pybind11 would not convert, and a test can script the answer
 NVIDIA's binding gives when TensorRT fails (``script_failure``: False for a bool, None for a
