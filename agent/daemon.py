@@ -2,8 +2,9 @@
 
 The daemon builds the agent's parts, accepts desired documents (signature, generation), compares
 them with what the slots have through the pure :func:`agent.slots.plan.plan`, hands the steps to
-the slot pipeline (:mod:`agent.slots.pipeline`: download → verify → resolve → swap, with the
-phases, events and failures of each slot) and reports the device's state.
+the slot pipeline (:mod:`agent.slots.pipeline`: verify → download, then verify → batching →
+resolve → reference → swap, with the phases, events and failures of each slot) and reports the
+device's state.
 
 One thread (the loop) owns the slot records and runs every step, so no step races another; it
 publishes a frozen view of them (:class:`agent.slots.records.SlotsView`) for the jobs and

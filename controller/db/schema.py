@@ -168,7 +168,7 @@ class TelemetrySample(Base):
     memory_used_bytes: Mapped[int] = mapped_column(BigInteger)
     memory_total_bytes: Mapped[int] = mapped_column(BigInteger)
     models: Mapped[list[Any]] = mapped_column(default=list)
-    # Issue 6 (migration 0004): what health and charts query are columns; the rest is ``extra``.
+    # Migration 0004: what health and charts query are columns; the rest is ``extra``.
     requests: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     errors: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     latency_p50_ms: Mapped[float | None] = mapped_column(Float)

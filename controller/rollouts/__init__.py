@@ -1,4 +1,4 @@
-"""Rollouts in waves gated on each device's inference health, with automatic rollback (issue 5).
+"""Rollouts in waves gated on each device's inference health, with automatic rollback.
 
 ``model`` (the records, kept in :mod:`controller.records.rollouts`), ``targeting`` / ``waves`` /
 ``health`` / ``machine`` / ``delegation`` (pure logic with an injected clock; slot phases are

@@ -1,4 +1,5 @@
-"""Issue 31 row 2, agent side, with a real resolver and builder child: an INT8 TensorRT slot
+"""INT8 calibration from sample inputs, agent side, with a real resolver and builder child: an
+INT8 TensorRT slot
 without a calibration cache whose reference holds the operator's sample inputs gets that NPZ
 before its engine is built; the build request (and so the TensorRT host's options) names the
 file, which holds the reference's inputs; its engine is keyed by the reference, so another

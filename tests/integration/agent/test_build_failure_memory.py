@@ -1,4 +1,4 @@
-"""Issue 30: a TensorRT build that failed for reasons of the model is remembered per engine key
+"""A TensorRT build that failed for reasons of the model is remembered per engine key
 in the engine store, so twins serve the version on ONNX Runtime at once instead of repeating a
 build that takes minutes to hours on a Jetson and fails the same way.
 

@@ -1,4 +1,4 @@
-"""Issue 29 N2-N5: what a local user could do to the agent through the shared-memory extension,
+"""What a local user could do to the agent through the shared-memory extension,
 each reproduced against the agent's serving stack in a process of its own (an attack that kills
 it must not kill the test) with real /dev/shm objects and a real HTTP client.
 
@@ -188,7 +188,7 @@ def test_only_objects_of_the_agents_user_and_listed_users_are_registered(
 def test_the_agents_metrics_pass_promtool(
     agent: ServingProcess, segment: shared_memory.SharedMemory, promtool: Callable[[str], str]
 ) -> None:
-    """Issue 32: what Prometheus scrapes from an agent serving a model passes its own lint."""
+    """What Prometheus scrapes from an agent serving a model passes its own lint."""
     assert agent.register("frames", segment.name).status_code == 200
     assert agent.infer("frames").status_code == 200
     text = agent.http.get("/metrics").text

@@ -1,4 +1,4 @@
-"""Issue 30: every model serves. A slot that TensorRT cannot serve is served by ONNX Runtime on
+"""Every model serves. A slot that TensorRT cannot serve is served by ONNX Runtime on
 the same device and says why; ``fallback: none`` fails it as before; after a restart it serves
 again from the journal without building TensorRT again.
 

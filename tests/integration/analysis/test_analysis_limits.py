@@ -1,4 +1,4 @@
-"""Issue 19, finding 5: a pushed model's analysis cannot hold the controller.
+"""A pushed model's analysis cannot hold the controller.
 
 The probe: an 800 KB ONNX of 30,000 Identity nodes took ~533 s of one core inside the push
 request, and a `jetfleet serve` busy with a 10,000-node chain ignored SIGTERM. Here, against a

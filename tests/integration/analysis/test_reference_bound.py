@@ -1,4 +1,4 @@
-"""Issue 19, finding 5, the other half of a push: running the uploaded model for its reference
+"""Running the uploaded model for its reference
 outputs is bounded too.
 
 A push runs the model in ONNX Runtime on seeded random inputs; a model built to run forever (a

@@ -197,7 +197,7 @@ def test_rollout_to_a_device_that_cannot_build_warns_and_strict_refuses(
 def test_a_model_with_external_data_pushes_as_its_folder_and_a_bare_onnx_says_so(
     run: Callable[..., Result], tmp_path: Path
 ) -> None:
-    """Issue 16 item 7: the folder of a .onnx whose weights are in files beside it is pushed as
+    """The folder of a .onnx whose weights are in files beside it is pushed as
     one model (the controller inlines the data; served answers are checked in test_model_corpus);
     the .onnx alone is refused in one line naming what to push instead."""
     import onnx

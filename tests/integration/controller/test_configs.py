@@ -242,7 +242,7 @@ INT8_REFUSAL = (
 def test_int8_calibrates_on_the_device_from_the_operators_sample_inputs(
     controller: Controller, api: httpx.Client, peers: Callable[[str], MqttPeer], prefix: str
 ) -> None:
-    """Issue 31 row 2: a version pushed with sample inputs (``--inputs``) deploys at int8
+    """A version pushed with sample inputs (``--inputs``) deploys at int8
     without a calibration cache, and its desired slot says the reference's inputs calibrate
     (the device calibrates from them); a version whose reference inputs the controller made up
     is refused, naming ``--inputs``."""

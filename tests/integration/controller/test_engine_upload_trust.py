@@ -390,7 +390,7 @@ RTX = X86.model_copy(update={"gpu": GpuFacts(name="NVIDIA RTX A2000", compute_ca
 def test_a_device_that_reports_another_class_may_not_upload_for_it_until_accepted(
     db_controller: Controller, db_api: httpx.Client
 ) -> None:
-    """Issue 29 N6: a gateway credential reported a fake hardware profile on its own
+    """A gateway credential reported a fake hardware profile on its own
     ``reported`` topic, then uploaded an engine for that class; once an operator trusted the
     class's device builds, twins got the junk signed with the fleet key. The class a device may
     upload for is now the one it was first seen with, and the change is shown to the operator."""

@@ -95,7 +95,7 @@ def test_0002_keeps_existing_versions_and_deployments(db_url: str) -> None:
 
 
 def test_0012_pins_each_device_to_the_class_of_its_stored_facts(db_url: str) -> None:
-    """Issue 29 N6: devices known before 0012 may upload only for the class they are now."""
+    """Devices known before 0012 may upload only for the class they are now."""
     command.upgrade(migrate.alembic_config(db_url), "0011")
     engine = make_engine(db_url)
     facts = DeviceFacts(hostname="gw", os="Debian 12", arch="aarch64")

@@ -1,4 +1,5 @@
-"""Issue 29's low findings on a real controller (uvicorn, SQLite, Mosquitto, API tokens on):
+"""The second security probe's low findings on a real controller (uvicorn, SQLite, Mosquitto,
+API tokens on):
 anonymous /healthz told the database and broker URLs; a device token's deeply nested JSON body
 was a 500 in the authorisation check; label values took newlines and NULs (one label became two
 lines in a log or an audit export); ``--trusted-proxy 10.0.0.5/24`` was silently widened to the

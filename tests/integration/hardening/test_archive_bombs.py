@@ -1,4 +1,4 @@
-"""Issue 29 N8 on a real controller: a 1 MB zip of a 1 GiB member of zeros and a 7 MB tar.gz of a
+"""On a real controller: a 1 MB zip of a 1 GiB member of zeros and a 7 MB tar.gz of a
 million empty members took the API process from 190 MB to 2.2 GB (27.5 s of CPU), because every
 member was read into memory in the request thread. Both are now refused with a 400 naming the rule
 (a member packed over 200 to 1, more than 10,000 entries) before anything is unpacked, and the

@@ -1,4 +1,4 @@
-"""Issue 29 N1 (High) on a real controller: a model must not make the controller read its own
+"""On a real controller: a model must not make the controller read its own
 files. The probe pushed a plain .onnx whose model-local function held a Constant kept in the file
 ``ctl/admin-token`` (relative, no ``..``); the reference child resolved it against the server's
 working directory and the stored reference NPZ held the admin token and the fleet signing key.

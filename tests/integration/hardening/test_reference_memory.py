@@ -1,4 +1,4 @@
-"""Issue 29 N7 on a real controller: ``--shape x=1x1000000000`` made the reference child allocate
+"""On a real controller: ``--shape x=1x1000000000`` made the reference child allocate
 7.7 GB before any size check. A given shape is now bounded where it is read (400 before anything
 runs), and a model that allocates without bound on a small input meets its child's address-space
 limit: the push is stored without references, saying why, and the server is unharmed."""

@@ -81,7 +81,7 @@ def test_a_revoked_device_can_enrol_again_with_an_unbound_token(secured: Secured
 
 
 def test_a_device_cannot_pick_an_id_that_reads_as_an_enrolled_ones(secured: Secured) -> None:
-    """Issue 29: ``GW-02`` and ``gw-02.`` were enrolled beside ``gw-02``; an operator reading a
+    """``GW-02`` and ``gw-02.`` were enrolled beside ``gw-02``; an operator reading a
     list or a log takes one for the other."""
     secured.enrol("gw-02")
     for lookalike in ("GW-02", "gw-02.", "Gw-02_"):

@@ -1,4 +1,4 @@
-"""Issue 29: wrong-password logins to the embedded broker were unthrottled (274 a second, a
+"""Wrong-password logins to the embedded broker were unthrottled (274 a second, a
 PBKDF2 hash each, both cores busy). Against the embedded broker (Mosquitto has its own
 behaviour; put a firewall limit in front of it): after five failures of one user name from one
 address, that pair is refused without checking for a minute, even with the right password,

@@ -1,4 +1,4 @@
-"""Issue 29 N10: a local user who creates files with the TensorRT host's region names before the
+"""A local user who creates files with the TensorRT host's region names before the
 host does. The probe's names came from the agent's pid, so they could be made ahead of time; as
 root that cost 8 failed inferences, and for the packaged non-root agent the host's reader thread
 died of PermissionError cleaning up, and inference hung for good.

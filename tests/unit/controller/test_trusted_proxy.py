@@ -30,6 +30,6 @@ def test_anything_else_is_refused(given: str) -> None:
 
 @pytest.mark.parametrize("given", ["10.1.2.3/8", "fd00::1/64"])
 def test_a_network_with_host_bits_is_refused_not_widened(given: str) -> None:
-    """Issue 29: ``10.0.0.5/24`` meant one proxy and trusted the whole /24."""
+    """``10.0.0.5/24`` meant one proxy and trusted the whole /24."""
     with pytest.raises(InvalidInput, match="has bits outside the"):
         parse_trusted_proxy(given)

@@ -47,7 +47,7 @@ def test_int8_needs_calibration_or_qdq() -> None:
 
 
 def test_int8_calibrates_from_the_operators_sample_inputs() -> None:
-    """Issue 31 row 2: a version whose reference holds the operator's sample inputs needs no
+    """A version whose reference holds the operator's sample inputs needs no
     calibration cache (the device calibrates from them); random inputs do not count (the
     caller says ``has_samples`` only for the operator's), nor does a strongly typed network,
     which takes no calibrated scales."""

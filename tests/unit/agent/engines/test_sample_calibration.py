@@ -1,4 +1,4 @@
-"""Issue 31 row 2, agent side: when a TensorRT build calibrates INT8 from the version's sample
+"""When a TensorRT build calibrates INT8 from the version's sample
 inputs, the resolve stage fetches the reference NPZ before the engine is resolved, checks it from
 its headers, hands its path to the build and names its sha256 in the engine's content key; every
 other build fetches nothing early and keeps the key it had."""

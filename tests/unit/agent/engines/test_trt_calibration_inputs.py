@@ -1,4 +1,4 @@
-"""Issue 31 row 2, agent side: an INT8 config without a calibration cache sends the version's
+"""An INT8 config without a calibration cache sends the version's
 sample inputs to the TensorRT host, which calibrates on the device; a config with a cache, or not
 INT8, or strongly typed, never does."""
 

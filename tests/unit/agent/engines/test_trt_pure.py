@@ -48,7 +48,7 @@ def test_a_dla_core_this_device_lacks_is_refused_before_any_build() -> None:
 
 
 def test_every_shape_goes_into_one_profile_so_two_dynamic_inputs_can_build() -> None:
-    """Issue 15: one profile per dynamic input could never build a two-input model."""
+    """One profile per dynamic input could never build a two-input model."""
     shapes = tuple(
         ShapeProfile(input=n, min=(1, 3, 8, 8), opt=(2, 3, 8, 8), max=(4, 3, 8, 8)) for n in "xy"
     )

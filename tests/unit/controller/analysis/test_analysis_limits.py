@@ -1,4 +1,4 @@
-"""Issue 19, finding 5 (analysis denial of service), the pure parts: the analysis grows linearly
+"""Analysis denial of service, the pure parts: the analysis grows linearly
 with the graph, a model's nodes (subgraphs included) are counted against the controller's limit,
 and the CLI says where an analysis stands."""
 
@@ -106,7 +106,7 @@ def test_nodes_inside_subgraphs_count_against_the_limit(tmp_path: Path) -> None:
 
 
 def test_nodes_inside_functions_count_against_the_limit(tmp_path: Path) -> None:
-    """Issue 29 N11: a function body of 500,000 Identity nodes passed a limit of 100,000 (ONNX
+    """A function body of 500,000 Identity nodes passed a limit of 100,000 (ONNX
     Runtime inlines every call, so they are the model's nodes)."""
     body = [helper.make_node("Identity", ["a"], ["b0"])]
     body += [helper.make_node("Identity", [f"b{i}"], [f"b{i + 1}"]) for i in range(9)]

@@ -193,7 +193,7 @@ def test_a_bare_onnx_with_external_data_is_refused_naming_what_to_push(tmp_path:
 def test_a_file_named_anywhere_in_the_model_is_refused_at_upload(
     tmp_path: Path, place: str
 ) -> None:
-    """Issue 29 N1: ONNX Runtime reads a file named by a tensor in a function, a function's
+    """ONNX Runtime reads a file named by a tensor in a function, a function's
     attribute default, a subgraph inside a function or a sparse attribute (the probe read the
     controller's admin token so); every one is refused before anything runs the model."""
     path = tmp_path / "model.onnx"
@@ -219,7 +219,7 @@ def test_an_archive_inlines_the_data_of_a_functions_tensor(tmp_path: Path) -> No
     assert bytes(out.astype(np.uint8)) == payload
 
 
-# Issue 29 N8 (and N12's archive parts): a 1 MB zip of a 1 GiB member and a tar.gz of a million
+# Archive bombs: a 1 MB zip of a 1 GiB member and a tar.gz of a million
 # empty members took the API process from 190 MB to 2.2 GB, because every member was read into
 # memory; writestr zips were refused; encrypted, unknown-method and corrupt zips were a 500.
 

@@ -1,4 +1,4 @@
-"""Issue 16: constants TensorRT folds, restrictions as the parser of each release has them, and
+"""Constants TensorRT folds, restrictions as the parser of each release has them, and
 FLOPs of models with dynamic dims counted at a named shape.
 
 Restriction tests name the onnx-tensorrt importer source and release tag they were checked

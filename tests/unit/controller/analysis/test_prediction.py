@@ -1,4 +1,4 @@
-"""Issue 30, item 3: per TensorRT release, does the agent's TensorRT build take the model
+"""Per TensorRT release, does the agent's TensorRT build take the model
 (``tensorrt: builds``) or does the slot fall back to ONNX Runtime, in TensorRT's words.
 
 Each refusal names the source it was checked against: onnx-tensorrt's importers at the release

@@ -1,4 +1,4 @@
-"""Issue 30, item 3: nodes inside If branches, Loop bodies and model-local functions are checked as
+"""Nodes inside If branches, Loop bodies and model-local functions are checked as
 the TensorRT ONNX parser imports them, and count against ``--max-model-nodes``.
 
 Each rule names the onnx-tensorrt importer source and release tag it was checked against

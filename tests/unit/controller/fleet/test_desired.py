@@ -109,7 +109,7 @@ def test_a_default_profile_re_resolved_against_a_stored_slot_is_no_change() -> N
 
 
 def test_the_slots_whose_reference_inputs_calibrate_say_so_and_no_other_does() -> None:
-    """Issue 31 row 2: ``reference_calibrates`` only for a version the catalog names (the
+    """``reference_calibrates`` only for a version the catalog names (the
     operator's sample inputs, no Q/DQ) that has a reference; left out of the JSON otherwise,
     so documents signed before it still verify."""
     issued = datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)

@@ -56,7 +56,7 @@ def test_no_warning_where_the_device_can_build_or_falls_back(
 def test_a_tensorrt_device_is_warned_about_while_the_analysis_is_unknown(
     state: str, error: str | None, needle: str
 ) -> None:
-    # Issue 19: the analysis runs after the push; until it is done nobody knows the verdict.
+    # The analysis runs after the push; until it is done nobody knows the verdict.
     warning = delegation_warning(
         "gw-1",
         trt("10.3.0.30"),
