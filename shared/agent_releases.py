@@ -137,3 +137,24 @@ def is_older(candidate: str, running: str) -> bool:
 def can_update(agent_version: str) -> bool:
     """True when an agent of ``agent_version`` understands an :class:`AgentReleaseOrder`."""
     return not is_older(agent_version, FIRST_UPDATABLE_VERSION)
+
+
+def deb_version(version: str) -> str:
+    """A Debian package version without epoch and revision: ``1:0.2.0-1`` → ``0.2.0``."""
+    upstream = version.split(":", 1)[-1]
+    head, dash, revision = upstream.rpartition("-")
+    return head if dash and head and revision else upstream
+
+
+def control_fields(text: str) -> dict[str, str]:
+    """The fields of a Debian control file (continuation lines joined)."""
+    fields: dict[str, str] = {}
+    key = None
+    for line in text.splitlines():
+        if line[:1] in (" ", "\t") and key is not None:
+            fields[key] += "\n" + line.strip()
+        elif ":" in line:
+            key, _, value = line.partition(":")
+            key = key.strip()
+            fields[key] = value.strip()
+    return fields

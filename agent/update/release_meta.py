@@ -15,7 +15,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shared.agent_releases import AgentArch
+from shared.agent_releases import AgentArch, control_fields, deb_version
 from shared.wire_model import VERSION_PATTERN
 
 RELEASE_FILE: Final = "release.json"
@@ -73,27 +73,6 @@ def canonical_bytes(info: ReleaseInfo) -> bytes:
     """``release.json`` as the installer writes it: one key per line, sorted."""
     data = info.model_dump(mode="json", by_alias=True)
     return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
-
-
-def deb_version(version: str) -> str:
-    """A Debian package version without epoch and revision: ``1:0.2.0-1`` → ``0.2.0``."""
-    upstream = version.split(":", 1)[-1]
-    head, dash, revision = upstream.rpartition("-")
-    return head if dash and head and revision else upstream
-
-
-def control_fields(text: str) -> dict[str, str]:
-    """The fields of a Debian control file (continuation lines joined)."""
-    fields: dict[str, str] = {}
-    key = None
-    for line in text.splitlines():
-        if line[:1] in (" ", "\t") and key is not None:
-            fields[key] += "\n" + line.strip()
-        elif ":" in line:
-            key, _, value = line.partition(":")
-            key = key.strip()
-            fields[key] = value.strip()
-    return fields
 
 
 def from_deb_control(text: str, bundled_python: str | None) -> ReleaseInfo:

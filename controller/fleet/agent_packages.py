@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final
 
 from controller.errors import InvalidInput
-from shared.agent_releases import AGENT_ARTIFACT_NAME
+from shared.agent_releases import AGENT_ARTIFACT_NAME, control_fields, deb_version
 from shared.wire_model import VERSION_PATTERN
 
 DEB_ARCHES: Final = {"arm64": "aarch64", "amd64": "x86_64"}
@@ -59,27 +59,6 @@ def read_release(path: Path) -> ReleaseMeta:
         "not an agent release: push the jetfleet-agent .deb (an ar archive) or the release "
         "tree as a .tar.gz with release.json at its top"
     )
-
-
-def deb_version(version: str) -> str:
-    """A Debian package version without epoch and revision: ``1:0.2.0-1`` → ``0.2.0``."""
-    upstream = version.split(":", 1)[-1]
-    head, dash, revision = upstream.rpartition("-")
-    return head if dash and head and revision else upstream
-
-
-def control_fields(text: str) -> dict[str, str]:
-    """The fields of a Debian control file (continuation lines joined)."""
-    fields: dict[str, str] = {}
-    key = None
-    for line in text.splitlines():
-        if line[:1] in (" ", "\t") and key is not None:
-            fields[key] += "\n" + line.strip()
-        elif ":" in line:
-            key, _, value = line.partition(":")
-            key = key.strip()
-            fields[key] = value.strip()
-    return fields
 
 
 def _deb_control(f: BinaryIO) -> str:
