@@ -31,8 +31,15 @@ lint: $(STAMP)
 check: lint
 	$(BIN)/python -m pytest -q tests/unit tests/tensorrt_api $(PYTEST_ARGS)
 
+# The full suite on TEST_WORKERS parallel pytest-xdist workers (most tests wait on processes,
+# brokers and databases more than they compute, so more workers than cores pays; 4 on 2 cores
+# was no faster than 3 and starved the bursts); tests whose module fixtures build something once
+# share a worker (xdist_group). Then the tests marked `alone`, which measure whether a program
+# keeps up with a burst, one at a time with the machine to themselves (exit 5: none selected).
+TEST_WORKERS ?= 3
 test: lint services
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not alone" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m alone $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 # Debian packages for the agent and the controller (packaging/README.md), into dist/.
 deb: $(STAMP)

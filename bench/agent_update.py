@@ -30,7 +30,6 @@ import os
 import platform
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -44,6 +43,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.agent_update_fleet import LABELS, MODEL, ROOT, Fleet, Load
+from bench.provenance import revision
 from controller.demo import sample_models
 
 RESULT = ROOT / "bench" / "results" / "agent_update.md"
@@ -53,17 +53,6 @@ SELECTOR = ",".join(f"{k}={v}" for k, v in LABELS.items())
 def bump(version: str, patches: int) -> str:
     major, minor, patch = (int(p) for p in version.split(".")[:3])
     return f"{major}.{minor}.{patch + patches}"
-
-
-def revision() -> str:
-    def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
-        return done.stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    dirty = git("status", "--porcelain", "--", "agent", "controller", "shared", "packaging")
-    changed = " with uncommitted changes in agent/, controller/, shared/ or packaging/"
-    return head + (changed if dirty else "")
 
 
 class Steps:

@@ -16,35 +16,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.scale.run import Config, Scale, machine
-
-
-def revision() -> str:
-    """The commit the run used, and whether the programs' code differed from it."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--", "controller", "shared"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return f"{head}{' with uncommitted changes in controller/ or shared/' if dirty else ''}"
+from bench.provenance import Provenance
+from bench.scale.run import Config, Scale
 
 
 def main() -> None:
@@ -67,6 +45,7 @@ def main() -> None:
     parser.add_argument("--ingest-workers", type=int, default=0, help="per replica")
     parser.add_argument("--keep", action="store_true", help="keep the database and work dir")
     args = parser.parse_args()
+    provenance = Provenance()
     if args.replicas < 2:
         parser.error("--replicas must be at least 2 (one is killed)")
     cfg = Config(
@@ -87,12 +66,11 @@ def main() -> None:
     print(text)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        command = f"python bench/scale.py --devices {args.devices} --replicas {args.replicas}"
         with (args.out / "scale.md").open("a", encoding="utf-8") as fh:
             fh.write(
                 f"\n## {args.devices} devices, {args.replicas} replicas "
-                f"({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)\n\n"
-                f"`{command}` on {machine()}, commit {revision()}.\n\n```\n{text}\n```\n"
+                f"({provenance.started:%Y-%m-%d %H:%M} UTC)\n\n{provenance.block()}\n"
+                f"```\n{text}\n```\n"
             )
 
 

@@ -33,13 +33,12 @@ import argparse
 import http.client
 import json
 import multiprocessing
-import platform
 import socket
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
 from multiprocessing import shared_memory
 from pathlib import Path
 from typing import Any, TypeVar
@@ -48,6 +47,8 @@ import httpx
 import numpy as np
 from onnx import TensorProto, helper
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from agent.runtimes.base import LoadedModel
 from agent.runtimes.ort import load_ort
 from agent.serving.app import HEADER_LENGTH, create_app
@@ -55,6 +56,7 @@ from agent.serving.core import ModelRegistry, ServedModel
 from agent.serving.http_server import READ_SIZE, ServingServer
 from agent.serving.shared_memory import SharedMemoryRegions
 from agent.telemetry.metrics import Metrics
+from bench.provenance import Provenance
 from tests.analysis_models import mobilenet_v2_like
 
 T = TypeVar("T")
@@ -335,6 +337,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="Interleaved rounds per path.")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
+    provenance = Provenance()
     with tempfile.TemporaryDirectory() as tmp:
         path, small_path = Path(tmp) / "mobilenet.onnx", Path(tmp) / "one_op.onnx"
         path.write_bytes(mobilenet_v2_like())
@@ -475,10 +478,8 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / "serving_overhead.md").open("a") as results:
         results.write(
-            f"\n## Run of {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC\n\n"
-            f"`python bench/serving_overhead.py --requests {args.requests} --rounds {args.rounds}` "
-            f"on {platform.node()} "
-            f"({multiprocessing.cpu_count()} CPUs), ONNX Runtime CPU, MobileNetV2-like 1x3x224x224 "
+            f"\n## Run of {provenance.started:%Y-%m-%d %H:%M} UTC\n\n{provenance.block()}\n"
+            f"ONNX Runtime CPU, MobileNetV2-like 1x3x224x224 "
             f"(tests/analysis_models.py), one sequential client, agent serving stack in its own "
             f"process (uvicorn with httptools, {READ_SIZE >> 10} KiB socket reads), JSON "
             f"request body encoded once.\n\n{text}\n"

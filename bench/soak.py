@@ -18,14 +18,12 @@ runs as the ``postgres`` user). ``--db`` uses that server instead and never rest
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.provenance import Provenance
 from bench.soak.run import Config, Soak
 
 
@@ -44,6 +42,7 @@ def main() -> None:
     )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
+    provenance = Provenance()
     scale = min(1.0, args.minutes / 30)
     cfg = Config(
         args.minutes, args.agents, args.seed, args.db, args.faults, scale, args.sims,
@@ -58,9 +57,8 @@ def main() -> None:
     )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "soak.md").write_text(
-        f"# Soak ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)\n\n"
-        f"`python bench/soak.py --minutes {args.minutes:g} --agents {args.agents} "
-        f"--seed {args.seed}` on {platform.node()} ({os.cpu_count()} CPUs), "
+        f"# Soak ({provenance.started:%Y-%m-%d %H:%M} UTC)\n\n"
+        f"Written by `bench/soak.py`; each run replaces this file.\n\n{provenance.block()}\n"
         f"{'PostgreSQL given with --db' if args.db else 'its own PostgreSQL cluster'}, "
         f"{args.sims} simulated gateways.\n\n{short}```\n{text}\n```\n"
     )

@@ -144,3 +144,10 @@ def _root_logging_restored() -> Iterator[None]:
         if kept not in root.handlers:
             root.addHandler(kept)
     root.setLevel(level)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` run first. ``make test`` spreads the suite over several workers
+    (pytest-xdist, ``--dist loadgroup``), which take tests in this order: a half-minute test
+    started last would keep one worker busy after the others have finished."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

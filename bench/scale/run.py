@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import platform
 import shutil
 import tempfile
 import time
@@ -453,7 +451,3 @@ class Scale:
             self.say(f"logs kept in {self.work / 'logs'}")
         elif self._own_work:
             shutil.rmtree(self.work, ignore_errors=True)
-
-
-def machine() -> str:
-    return f"{platform.node()} ({os.cpu_count()} CPUs, Python {platform.python_version()})"

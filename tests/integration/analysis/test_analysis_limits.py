@@ -82,6 +82,7 @@ def settled(api: httpx.Client, path: str, timeout_s: float = 60) -> dict[str, An
     return poll(check, timeout_s=timeout_s, what=f"the analysis of {path} to settle")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_the_push_answers_at_once_and_the_analysis_follows(
     start: Callable[..., Controller],
@@ -139,6 +140,7 @@ def test_a_model_over_the_node_limit_is_refused_with_422_naming_the_option(
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
 def test_an_analysis_past_its_bound_is_stopped_and_recorded_as_failed(
     start: Callable[..., Controller],

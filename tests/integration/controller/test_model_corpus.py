@@ -19,7 +19,7 @@ from tests.integration.controller.conftest import poll
 from tests.integration.jobs.conftest import DEVICE, Fleet, running_fleet
 from tests.model_corpus import CorpusModel, corpus
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow, pytest.mark.xdist_group("model_corpus")]
 
 MODELS = corpus()
 _NUMPY = {

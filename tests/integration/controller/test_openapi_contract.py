@@ -62,7 +62,10 @@ def _config(token: str) -> str:
     lines = [
         f"seed = {SEED}",
         "continue-on-failure = true",
-        "workers = 2",
+        # one worker: its threads parse lambdas with ast.parse at once, and Python 3.11 keeps
+        # one AST recursion counter for all threads (CPython gh-106905: a run failed with
+        # "SystemError: AST constructor recursion depth mismatch" in hypothesis)
+        "workers = 1",
         f'headers = {{ Authorization = "Bearer {token}" }}',
         "[generation]",
         f"max-examples = {MAX_EXAMPLES}",
@@ -92,6 +95,7 @@ def contract_controller(
     c.stop()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_schemathesis_finds_no_failure_against_a_real_controller(
     contract_controller: Controller, tmp_path: Path

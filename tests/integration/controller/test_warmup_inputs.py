@@ -27,7 +27,7 @@ from tests.integration.controller.test_model_corpus import (
 from tests.integration.jobs.conftest import DEVICE, Fleet, running_fleet
 from tests.model_corpus import reflect_pad_rate
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.xdist_group("warmup_inputs")]
 
 MODEL = reflect_pad_rate()
 

@@ -69,6 +69,7 @@ def s3_cluster(cluster: Cluster, seaweedfs: SeaweedS3, s3_bucket: str) -> S3Clus
     return c
 
 
+@pytest.mark.slow
 def test_two_replicas_without_a_shared_disk_serve_one_bucket(
     s3_cluster: S3Cluster, seaweedfs: SeaweedS3, s3_bucket: str, tmp_path: Path
 ) -> None:

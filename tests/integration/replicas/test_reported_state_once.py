@@ -12,6 +12,7 @@ import uuid
 
 import httpx
 import paho.mqtt.client as mqtt
+import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from shared.codec import encode
@@ -61,6 +62,7 @@ def serve_url(api: httpx.Client, device_id: str) -> str | None:
     return None if value is None else str(value)
 
 
+@pytest.mark.slow
 def test_each_report_is_stored_by_the_leader_alone_and_the_next_leader_catches_up(
     cluster: Cluster, mosquitto: str
 ) -> None:

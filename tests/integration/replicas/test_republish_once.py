@@ -14,6 +14,7 @@ import uuid
 from collections import defaultdict
 
 import paho.mqtt.client as mqtt
+import pytest
 from paho.mqtt.enums import CallbackAPIVersion
 
 from shared.transport import parse_broker_url
@@ -75,6 +76,7 @@ class DesiredRecorder:
         self.client.loop_stop()
 
 
+@pytest.mark.slow
 def test_three_replicas_starting_together_republish_once_and_a_new_leader_does_again(
     cluster: Cluster, mosquitto: str
 ) -> None:

@@ -38,6 +38,7 @@ def rollout(api: httpx.Client, rollout_id: str) -> dict[str, Any]:
     return dict(answer.json())
 
 
+@pytest.mark.slow
 def test_leader_killed_mid_rollout_another_takes_over_and_completes_it(
     cluster: Cluster, mosquitto: str
 ) -> None:

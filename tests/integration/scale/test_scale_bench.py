@@ -12,7 +12,7 @@ import pytest
 from bench.scale.outcome import VERSIONS, Config
 from bench.scale.run import Scale
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def test_small_fleet_rolls_out_through_a_leader_kill_without_losing_telemetry(

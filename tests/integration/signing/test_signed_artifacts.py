@@ -57,6 +57,7 @@ def known_device(api: httpx.Client, device: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_tampered_artifacts_are_refused_while_the_old_version_keeps_serving(
     mosquitto: str, tmp_path: Path, artifact_server: ArtifactServer
 ) -> None:

@@ -18,7 +18,7 @@ import pytest
 from bench.soak import faults as F
 from bench.soak.run import Config, Soak
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(900)]
 
 # F.CONTROLLER_KILL: what agents send while the controller is down waits in its ingest link's
 # persistent session on the broker; before, that link's clean session lost it.

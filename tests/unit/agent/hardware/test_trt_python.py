@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -75,10 +76,21 @@ def test_a_configured_program_that_is_not_python_fails_with_its_exit() -> None:
     )
 
 
-def test_the_probe_child_reports_python_cuda_and_leaves_no_directory_behind() -> None:
-    before = set(Path(tempfile.gettempdir()).glob("jetfleet-trt-probe-*"))
+def test_the_probe_child_reports_python_cuda_and_leaves_no_directory_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the directories this probe made (other tests running in parallel probe too)
+    made: list[str] = []
+    mkdtemp = tempfile.mkdtemp
+
+    def recorded(*args: Any, **kwargs: Any) -> str:
+        made.append(mkdtemp(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(tempfile, "mkdtemp", recorded)
     answer = ask(sys.executable)
-    assert set(Path(tempfile.gettempdir()).glob("jetfleet-trt-probe-*")) == before
+    assert made, "the probe made no directory of its own"
+    assert [path for path in made if Path(path).exists()] == []
     assert answer["python"] == platform.python_version()
     assert answer["executable"] == sys.executable
     assert answer["import_error"] == "ModuleNotFoundError: No module named 'tensorrt'"

@@ -1,0 +1,76 @@
+"""Where a bench result came from, written by the bench itself under each result: the commit
+(and whether the code it measures differed from it), the machine, its load when the run began,
+and the exact command. A figure in README or docs/benchmarks.md cites such a block; nothing in
+``bench/results/`` is typed in by hand."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CODE = ("agent", "controller", "shared", "packaging", "bench")
+
+
+def revision(paths: tuple[str, ...] = CODE) -> str:
+    """``abc1234``, or ``abc1234 with uncommitted changes in agent/, ...`` where the measured
+    code differs from the commit; ``unknown`` outside a git checkout."""
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True
+            )
+        except (OSError, subprocess.CalledProcessError):
+            return ""
+        return done.stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD")
+    if not head:
+        return "unknown"
+    dirty = git("status", "--porcelain", "--", *paths)
+    where = ", ".join(f"{p}/" for p in paths)
+    return head + (f" with uncommitted changes in {where}" if dirty else "")
+
+
+def machine() -> str:
+    """``host (2 CPUs, Python 3.11.7, load 1.20)``: the load average of the last minute when the
+    run began, since the machines are shared and absolute times move with it."""
+    try:
+        load = f", load {os.getloadavg()[0]:.2f}"
+    except OSError:
+        load = ""
+    return f"{platform.node()} ({os.cpu_count()} CPUs, Python {platform.python_version()}{load})"
+
+
+def command() -> str:
+    """The command line this run was started with, as it could be typed again."""
+    script = Path(sys.argv[0]).resolve()
+    if script.is_relative_to(ROOT):
+        script = script.relative_to(ROOT)
+    return shlex.join(["python", str(script), *sys.argv[1:]])
+
+
+class Provenance:
+    """Taken when the run begins (commit, machine and load then), written under its result."""
+
+    def __init__(self, paths: tuple[str, ...] = CODE) -> None:
+        self.started = datetime.now(timezone.utc)
+        self.revision = revision(paths)
+        self.machine = machine()
+        self.command = command()
+
+    def block(self) -> str:
+        """Markdown lines for the results file."""
+        return (
+            f"- started: {self.started:%Y-%m-%d %H:%M} UTC, "
+            f"ended: {datetime.now(timezone.utc):%H:%M} UTC\n"
+            f"- commit: {self.revision}\n"
+            f"- machine: {self.machine}\n"
+            f"- command: `{self.command}`\n"
+        )
