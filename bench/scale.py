@@ -66,7 +66,16 @@ def main() -> None:
     print(text)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        with (args.out / "scale.md").open("a", encoding="utf-8") as fh:
+        results = args.out / "scale.md"
+        if not results.exists():
+            results.write_text(
+                "# Scale-out: simulated gateways, controller replicas, a leader killed "
+                "mid-rollout\n\nWritten by `bench/scale.py`, one section per run, newest last; "
+                "see its docstring for what each table measures. The goal (converged within 30 "
+                "s at 10,000 devices) is absolute, so read each run beside its machine's load.\n",
+                encoding="utf-8",
+            )
+        with results.open("a", encoding="utf-8") as fh:
             fh.write(
                 f"\n## {args.devices} devices, {args.replicas} replicas "
                 f"({provenance.started:%Y-%m-%d %H:%M} UTC)\n\n{provenance.block()}\n"
