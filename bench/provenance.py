@@ -33,9 +33,12 @@ def revision(paths: tuple[str, ...] = CODE) -> str:
     head = git("rev-parse", "--short", "HEAD")
     if not head:
         return "unknown"
-    dirty = git("status", "--porcelain", "--", *paths)
-    where = ", ".join(f"{p}/" for p in paths)
-    return head + (f" with uncommitted changes in {where}" if dirty else "")
+    # results are what runs write, not code they measure
+    scope = ("--", *paths, ":!bench/results")
+    changed = git("diff", "--name-only", "HEAD", *scope).splitlines()
+    changed += git("ls-files", "--others", "--exclude-standard", *scope).splitlines()
+    dirty = sorted({name.split("/")[0] + "/" for name in changed})
+    return head + (f" with uncommitted changes in {', '.join(dirty)}" if dirty else "")
 
 
 def machine() -> str:
