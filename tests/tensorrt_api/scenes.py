@@ -8,7 +8,8 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from agent.trt_host.build import ShapeRange
-from tests.tensorrt_api.standin import StandIn
+from agent.trt_host.versions import Capabilities
+from tests.tensorrt_api.standin import VERSIONS, StandIn
 
 X_SHAPE = (-1, 3, 16, 16)
 Y_SHAPE = (-1, 3, 16, 16)
@@ -18,6 +19,11 @@ TWO_INPUTS = (
         ShapeRange("y", (1, 3, 16, 16), (2, 3, 16, 16), (4, 3, 16, 16)),
     ),
 )
+
+
+def caps_of(s: StandIn) -> Capabilities:
+    """The host's capabilities for the release ``s`` stands in for."""
+    return Capabilities.for_version(VERSIONS[s.release])
 
 
 def network_with_two_dynamic_inputs(

@@ -23,10 +23,14 @@ from agent.trt_host import cudart
 from agent.trt_host.backend_trt import build_options
 from agent.trt_host.build import BuildError, BuildOptions, BuildResult, build
 from agent.trt_host.calibration import cache_problem, parse_header, release_number
-from agent.trt_host.versions import Capabilities
 from tests.tensorrt_api.conftest import RecordingCuda, is_named_kind
-from tests.tensorrt_api.scenes import TWO_INPUTS, conv_onnx, network_with_two_dynamic_inputs
-from tests.tensorrt_api.standin import VERSIONS, StandIn
+from tests.tensorrt_api.scenes import (
+    TWO_INPUTS,
+    caps_of,
+    conv_onnx,
+    network_with_two_dynamic_inputs,
+)
+from tests.tensorrt_api.standin import StandIn
 
 pytestmark = pytest.mark.tensorrt_api
 CALIBRATORS = pytest.mark.parametrize("release", ["8.5.2", "8.6.1", "10.3.0", "10.13.3"])
@@ -50,10 +54,6 @@ class SnapshotCuda(RecordingCuda):
     def memcpy_async(self, dst: int, src: int, nbytes: int, kind: Any, stream: int) -> None:
         super().memcpy_async(dst, src, nbytes, kind, stream)
         self.copied.append(ctypes.string_at(src, nbytes))
-
-
-def caps_of(s: StandIn) -> Capabilities:
-    return Capabilities.for_version(VERSIONS[s.release])
 
 
 def build_with(s: StandIn, cuda: Any = None, **options: Any) -> BuildResult:

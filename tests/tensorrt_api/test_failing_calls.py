@@ -17,24 +17,20 @@ import pytest
 from agent.trt_host import refit as refit_module
 from agent.trt_host.build import BuildError, BuildOptions, build
 from agent.trt_host.engine import EngineError, load
-from agent.trt_host.versions import Capabilities
 from tests.tensorrt_api.conftest import RecordingCuda
 from tests.tensorrt_api.scenes import (
     TWO_INPUTS,
+    caps_of,
     conv_onnx,
     engine_with_two_inputs,
     feeds,
     network_with_two_dynamic_inputs,
 )
-from tests.tensorrt_api.standin import RELEASES, VERSIONS, StandIn
+from tests.tensorrt_api.standin import RELEASES, StandIn
 
 pytestmark = pytest.mark.tensorrt_api
 EVERY = pytest.mark.parametrize("release", RELEASES)
 V1 = ("8.5.2", "8.6.1")
-
-
-def caps_of(s: StandIn) -> Capabilities:
-    return Capabilities.for_version(VERSIONS[s.release])
 
 
 def fail_logging(s: StandIn, name: str, words: str) -> None:
