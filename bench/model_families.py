@@ -25,19 +25,32 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tests.model_families import families
+from tests.model_families import RECURRENT_GATES, families, recurrent
 
 OUTCOME = {"built": "built on TensorRT", "fell_back": "falls back to ONNX Runtime"}
 
 
+HOST_SOURCES_OFF = ("CUBLAS", "CUBLAS_LT", "CUDNN")
+"""What runs recorded before lines named their disabled tactic sources turned off: all three
+(the GPU test host then had no cuBLAS or cuDNN)."""
+
+RECURRENT = {f"{op.lower()}": op for op in RECURRENT_GATES}
+
+
+def sources_off(line: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(line.get("disabled_tactic_sources", HOST_SOURCES_OFF))
+
+
 def read_lines(paths: Iterable[Path]) -> list[dict[str, Any]]:
-    """Every recorded line; the last line wins for a (release, model) recorded twice."""
-    kept: dict[tuple[str, str], dict[str, Any]] = {}
+    """Every recorded line; the last line wins for a (release, model, sources off) recorded
+    twice."""
+    kept: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]] = {}
     for path in paths:
         for raw in path.read_text(encoding="utf-8").splitlines():
             if raw.strip():
                 line = json.loads(raw)
-                kept[(line["tensorrt"], line["model"])] = line
+                kept.pop((line["tensorrt"], line["model"], sources_off(line)), None)
+                kept[(line["tensorrt"], line["model"], sources_off(line))] = line
     return list(kept.values())
 
 
@@ -53,30 +66,39 @@ def predict_now(lines: list[dict[str, Any]]) -> None:
     from controller.analysis.report import analyze
 
     models = {model.name: model for model in families()}
+    models.update({name: recurrent(op) for name, op in RECURRENT.items()})
     words = {"builds": "built", "falls_back": "fell_back"}
     for line in lines:
         model = models.get(line["model"])
         if model is None:
             continue
         release = ".".join(str(line["tensorrt"]).split(".")[:2])
-        report = analyze(model.data, release, use_tensorrt=False, input_shapes=model.shapes)
+        report = analyze(
+            model.data,
+            release,
+            use_tensorrt=False,
+            input_shapes=model.shapes,
+            disabled_tactic_sources=sources_off(line),
+        )
         if report.prediction is not None:
             line["predicted"] = words[report.prediction.tensorrt]
 
 
 def release_table(release: str, lines: Sequence[dict[str, Any]], names: Sequence[str]) -> str:
-    """The markdown table and summary line of one release."""
+    """The markdown table and summary line of one release (a model's last line, where runs
+    with other tactic sources off recorded it too)."""
     by_model = {line["model"]: line for line in lines if line["tensorrt"] == release}
     rows = [
-        "| model | family | outcome | build s | analyzer predicted | TensorRT's words |",
-        "|---|---|---|---|---|---|",
+        "| model | family | sources off | outcome | build s | analyzer predicted "
+        "| TensorRT's words |",
+        "|---|---|---|---|---|---|---|",
     ]
     built = fell_back = failed = predicted = 0
     for name in names:
         line = by_model.get(name)
         if line is None:
             failed += 1
-            rows.append(f"| {name} | | **failed: serves nothing** | | | |")
+            rows.append(f"| {name} | | | **failed: serves nothing** | | | |")
             continue
         built += line["outcome"] == "built"
         fell_back += line["outcome"] == "fell_back"
@@ -84,7 +106,8 @@ def release_table(release: str, lines: Sequence[dict[str, Any]], names: Sequence
         predicted += guess == line["outcome"]
         seconds = "" if line.get("build_seconds") is None else f"{line['build_seconds']:.1f}"
         rows.append(
-            f"| {name} | {_cell(line['family'], 60)} | {OUTCOME[line['outcome']]} | {seconds} "
+            f"| {name} | {_cell(line['family'], 60)} | {_off(line)} "
+            f"| {OUTCOME[line['outcome']]} | {seconds} "
             f"| {OUTCOME.get(guess, guess or '')} | {_cell(line.get('reason', ''))} |"
         )
     summary = (
@@ -92,6 +115,34 @@ def release_table(release: str, lines: Sequence[dict[str, Any]], names: Sequence
         f"fell_back={fell_back} failed={failed} predicted={predicted}/{len(names)}"
     )
     return "\n".join([f"## TensorRT {release}", "", *rows, "", f"`{summary}`", ""])
+
+
+def _off(line: dict[str, Any]) -> str:
+    return ", ".join(sources_off(line)) or "none"
+
+
+def tactic_table(release: str, lines: Sequence[dict[str, Any]]) -> str:
+    """Each recurrent operator under each set of disabled tactic sources the run tried, with
+    the analyzer's prediction for that set; empty when the run tried none."""
+    mine = [ln for ln in lines if ln["tensorrt"] == release and ln["model"] in RECURRENT]
+    if not mine:
+        return ""
+    mine.sort(key=lambda ln: (ln["model"], len(sources_off(ln)), sources_off(ln)))
+    rows = [
+        "| operator | sources off | outcome | analyzer predicted | TensorRT's words |",
+        "|---|---|---|---|---|",
+    ]
+    right = 0
+    for line in mine:
+        guess = line.get("predicted")
+        right += guess == line["outcome"]
+        rows.append(
+            f"| {RECURRENT[line['model']]} | {_off(line)} | {OUTCOME[line['outcome']]} "
+            f"| {OUTCOME.get(guess, guess or '')} | {_cell(line.get('reason', ''))} |"
+        )
+    summary = f"tactic-sources: tensorrt={release} builds={len(mine)} predicted={right}/{len(mine)}"
+    title = f"### TensorRT {release}: recurrent operators by disabled tactic sources"
+    return "\n".join([title, "", *rows, "", f"`{summary}`", ""])
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -119,7 +170,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             " `--as-recorded`.",
             "",
             *([args.note, ""] if args.note else []),
-            *[release_table(release, lines, names) for release in releases],
+            *[
+                part
+                for release in releases
+                for part in (release_table(release, lines, names), tactic_table(release, lines))
+                if part
+            ],
         ]
     )
     print(text)

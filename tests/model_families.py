@@ -25,6 +25,8 @@ Each is small (a few layers, a TensorRT build of seconds), valid (``onnx.checker
   ``"?"`` (input ``[?, 3, ?, ?]``, output ``[?, 2]``); TensorRT ties equal dim names, so pushing
   ``1x3x48x192`` is refused: "Input dimensions with this name are inconsistent".
 * :func:`lstm_gru`: an LSTM then a GRU over ``[time, 1, 8]``.
+* :func:`recurrent`: one LSTM, GRU or RNN alone (not in :func:`families`: the tactic-source
+  tests build each under every set of disabled tactic sources).
 * :func:`fp16_io`: float16 inputs, outputs and arithmetic, static shape.
 * :func:`shape_tensor_input`: an int64 input ``shape`` (a host-side shape tensor) consumed by
   Reshape and ConstantOfShape; valid only with ``shape`` = ``arrays["shape"]`` (``[4, 6]``,
@@ -262,6 +264,26 @@ def lstm_gru(seed: int = 17) -> FamilyModel:
         14,
     )
     return FamilyModel("lstm_gru", data, "recurrent model: LSTM then GRU", {"x": (20, 1, 8)})
+
+
+RECURRENT_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+
+
+def recurrent(op: str, seed: int = 19) -> FamilyModel:
+    """One ``op`` (LSTM, GRU or RNN; hidden 8) over ``x`` ``[time, 1, 8]``; outputs its
+    ``sequence`` ``[time, 1, 1, 8]`` and last ``hidden`` ``[1, 1, 8]``."""
+    g = _Graph(seed)
+    gates = RECURRENT_GATES[op]
+    inputs = [g.weights("w", [1, gates * 8, 8]), g.weights("r", [1, gates * 8, 8])]
+    inputs.append(g.weights("b", [1, 2 * gates * 8]))
+    g.nodes.append(helper.make_node(op, ["x", *inputs], ["sequence", "hidden"], hidden_size=8))
+    data = _build(
+        g,
+        [_vi("x", FLOAT, ["time", 1, 8])],
+        [_vi("sequence", FLOAT, ["time", 1, 1, 8]), _vi("hidden", FLOAT, [1, 1, 8])],
+        14,
+    )
+    return FamilyModel(op.lower(), data, f"one {op}", {"x": (20, 1, 8)})
 
 
 def fp16_io(seed: int = 18) -> FamilyModel:

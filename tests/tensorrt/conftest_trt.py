@@ -3,6 +3,7 @@ the agent, so "TensorRT is here" means that interpreter imports it and sees a CU
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import pytest
@@ -49,3 +50,46 @@ def skip_without_tensorrt() -> None:
 def tensorrt_version() -> str:
     """The version of TensorRT the TensorRT interpreter imports (call after the skip)."""
     return _check()[1]
+
+
+LIBRARY_CHECK = r"""
+import ctypes, os, tensorrt
+here = os.path.dirname(tensorrt.__file__)
+def usable(names, create):
+    for name in names:
+        for path in (os.path.join(here, name), name):
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                continue
+            handle = ctypes.c_void_p()
+            return getattr(lib, create)(ctypes.byref(handle)) == 0
+    return False
+missing = []
+if not usable(["libcublas.so.12", "libcublas.so.11"], "cublasCreate_v2"):
+    missing.append("CUBLAS")
+if not usable(["libcublasLt.so.12", "libcublasLt.so.11"], "cublasLtCreate"):
+    missing.append("CUBLAS_LT")
+if not usable(["libcudnn.so.9", "libcudnn.so.8"], "cudnnCreate"):
+    missing.append("CUDNN")
+print(",".join(missing))
+"""
+
+
+def missing_tactic_libraries() -> tuple[str, ...]:
+    """The tactic sources (CUBLAS, CUBLAS_LT, CUDNN) whose library the TensorRT interpreter
+    cannot load and initialise next to TensorRT or on its library path: the GPU test host has
+    stubs that answer "not initialized" (docs/development.md), a JetPack has the real ones.
+    A build must turn these off. Call after the skip."""
+    from agent.engines.trt_interpreter import tensorrt_launch
+
+    launch = tensorrt_launch(for_build=True)
+    done = subprocess.run(
+        [launch.interpreter, "-c", LIBRARY_CHECK],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": launch.pythonpath},  # as the build child's
+        check=True,
+    )
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    return tuple(name for name in last.split(",") if name)

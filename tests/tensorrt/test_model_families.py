@@ -39,26 +39,31 @@ from controller.analysis.report import analyze
 from shared.default_profile import default_profiles
 from shared.delegate import DelegateConfig
 from shared.warmup_inputs import WarmupSpec
-from tests.model_families import FamilyModel, families, feeds
+from tests.model_families import RECURRENT_GATES, FamilyModel, families, feeds, recurrent
 
 pytestmark = pytest.mark.tensorrt
 
-from tests.tensorrt.conftest_trt import skip_without_tensorrt, tensorrt_version  # noqa: E402
+from tests.tensorrt.conftest_trt import (  # noqa: E402
+    missing_tactic_libraries,
+    skip_without_tensorrt,
+    tensorrt_version,
+)
 
 skip_without_tensorrt()
 
-NO_LIBRARIES = ("CUBLAS", "CUBLAS_LT", "CUDNN")
+NO_LIBRARIES = missing_tactic_libraries()
 RELEASE = tensorrt_version()
 
 
-def config_for(family: FamilyModel) -> DelegateConfig:
-    """What the controller resolves for a config that sets only the tactic sources this host
-    has (fp16 where the model's own inputs are fp16): its default shape profile from the pushed
-    shapes (:func:`shared.default_profile.default_profiles`) for every dynamic input."""
+def config_for(family: FamilyModel, disabled: tuple[str, ...] = NO_LIBRARIES) -> DelegateConfig:
+    """What the controller resolves for a config that turns off ``disabled`` (by default the
+    tactic sources whose library this host lacks; fp16 where the model's own inputs are fp16):
+    its default shape profile from the pushed shapes
+    (:func:`shared.default_profile.default_profiles`) for every dynamic input."""
     sample = feeds(family)
     fp16 = any(array.dtype == np.float16 for array in sample.values())
     config = DelegateConfig.model_validate(
-        {"disabled_tactic_sources": NO_LIBRARIES, "precision": "fp16" if fp16 else "fp32"}
+        {"disabled_tactic_sources": disabled, "precision": "fp16" if fp16 else "fp32"}
     )
     graph = onnx.load_model_from_string(family.data).graph
     dims = {
@@ -89,10 +94,17 @@ def serve_on_tensorrt(
     return seconds
 
 
-def predicted(family: FamilyModel) -> str:
-    """What ``jetfleet models analyze --trt`` at this release predicts, in the outcome's words."""
+def predicted(family: FamilyModel, disabled: tuple[str, ...] = NO_LIBRARIES) -> str:
+    """What ``jetfleet models analyze --trt`` at this release predicts for a config that turns
+    ``disabled`` off (``--disable-tactic-source``), in the outcome's words."""
     release = ".".join(RELEASE.split(".")[:2])
-    report = analyze(family.data, release, use_tensorrt=False, input_shapes=family.shapes)
+    report = analyze(
+        family.data,
+        release,
+        use_tensorrt=False,
+        input_shapes=family.shapes,
+        disabled_tactic_sources=disabled,
+    )
     assert report.prediction is not None
     return {"builds": "built", "falls_back": "fell_back"}[report.prediction.tensorrt]
 
@@ -101,42 +113,88 @@ def opt_of(config: DelegateConfig) -> dict[str, tuple[int, ...]]:
     return {p.input: p.opt for p in config.shapes}
 
 
-@pytest.mark.parametrize("family", families(), ids=lambda f: f.name)
-def test_the_family_serves_on_tensorrt_or_falls_back_and_matches_the_reference(
-    tmp_path: Path, family: FamilyModel
-) -> None:
+def serve_or_fall_back(
+    tmp_path: Path, family: FamilyModel, config: DelegateConfig
+) -> tuple[str, str, float | None]:
+    """(outcome, fallback reason, build seconds): built and validated on TensorRT, or fallen
+    back to ONNX Runtime, which must then pass the same validation (else the test fails)."""
     source = tmp_path / "model.onnx"
     source.write_bytes(family.data)
     given = WarmupSpec(shapes=family.shapes, values=family.values)
     reference = parse_reference(reference_npz(family.data, given=given, sample=feeds(family)))
-    config = config_for(family)
-    outcome, reason, seconds = "built", "", None
-    failure: AgentError | None = None
     try:
-        seconds = serve_on_tensorrt(tmp_path, source, config, reference)
+        return "built", "", serve_on_tensorrt(tmp_path, source, config, reference)
     except AgentError as exc:
         failure = exc
-    if failure is not None:
-        why = fallback_reason(failure, config, "tensorrt")
-        assert why is not None, f"TensorRT failed and the slot would not fall back: {failure}"
-        outcome, reason = "fell_back", why
-        model = load_engine("onnxruntime", source, delegate=fallback_delegate(config))
-        try:
-            report = validate(model, reference, "fp32", profile_opt=opt_of(config))
-        finally:
-            model.close()
-        assert report.problems == [], "ONNX Runtime does not serve it either: failed"
-    line = {
-        "tensorrt": RELEASE,
-        "model": family.name,
-        "family": family.family,
-        "outcome": outcome,
-        "reason": reason,
-        "build_seconds": None if seconds is None else round(seconds, 2),
-        "predicted": predicted(family),
-    }
+    why = fallback_reason(failure, config, "tensorrt")
+    assert why is not None, f"TensorRT failed and the slot would not fall back: {failure}"
+    model = load_engine("onnxruntime", source, delegate=fallback_delegate(config))
+    try:
+        report = validate(model, reference, "fp32", profile_opt=opt_of(config))
+    finally:
+        model.close()
+    assert report.problems == [], "ONNX Runtime does not serve it either: failed"
+    return "fell_back", why, None
+
+
+def record(line: dict[str, object]) -> None:
     print("FAMILY " + json.dumps(line))
     results = os.environ.get("JETFLEET_FAMILY_RESULTS")
     if results:
         with open(results, "a", encoding="utf-8") as out:
             out.write(json.dumps(line) + "\n")
+
+
+@pytest.mark.parametrize("family", families(), ids=lambda f: f.name)
+def test_the_family_serves_on_tensorrt_or_falls_back_and_matches_the_reference(
+    tmp_path: Path, family: FamilyModel
+) -> None:
+    outcome, reason, seconds = serve_or_fall_back(tmp_path, family, config_for(family))
+    record(
+        {
+            "tensorrt": RELEASE,
+            "model": family.name,
+            "family": family.family,
+            "outcome": outcome,
+            "reason": reason,
+            "build_seconds": None if seconds is None else round(seconds, 2),
+            "predicted": predicted(family),
+            "disabled_tactic_sources": list(NO_LIBRARIES),
+        }
+    )
+
+
+SWITCHABLE = ("CUBLAS", "CUBLAS_LT")
+"""The sources the recurrent rule is about; every subset of them is turned off in turn."""
+
+
+@pytest.mark.parametrize(
+    "off", [(), ("CUBLAS",), ("CUBLAS_LT",), SWITCHABLE], ids=lambda off: "+".join(off) or "none"
+)
+@pytest.mark.parametrize("op", sorted(RECURRENT_GATES))
+def test_a_recurrent_op_builds_or_falls_back_as_the_analyzer_predicts_for_the_tactic_sources(
+    tmp_path: Path, op: str, off: tuple[str, ...]
+) -> None:
+    """``jetfleet models analyze --disable-tactic-source`` is right for each set of disabled
+    sources (:mod:`controller.analysis.tactics`): a source the host's libraries cannot back
+    stays off in every build, so a set that needs it on is skipped, with that reason."""
+    needed_on = [name for name in NO_LIBRARIES if name in SWITCHABLE and name not in off]
+    if needed_on:
+        pytest.skip(f"this host has no usable library for {needed_on}: it cannot turn them on")
+    disabled = tuple(sorted(set(off) | set(NO_LIBRARIES)))
+    family = recurrent(op)
+    outcome, reason, seconds = serve_or_fall_back(tmp_path, family, config_for(family, disabled))
+    expected = predicted(family, disabled)
+    record(
+        {
+            "tensorrt": RELEASE,
+            "model": family.name,
+            "family": family.family,
+            "outcome": outcome,
+            "reason": reason,
+            "build_seconds": None if seconds is None else round(seconds, 2),
+            "predicted": expected,
+            "disabled_tactic_sources": list(disabled),
+        }
+    )
+    assert outcome == expected, f"{op} with {disabled} off: {outcome} ({reason})"
