@@ -42,25 +42,33 @@ RULES: tuple[TacticRule, ...] = (
 )
 
 
-def tactic_refusals(
-    graph: Graph, support: ModelSupport, trt_version: str, disabled: Collection[str]
-) -> list[str]:
-    """``node: reason`` for each node (top level, or the top-level node holding it) the builder
-    of ``trt_version`` cannot build with the tactic sources ``disabled``; empty when none."""
+def refused_ops(
+    trt_version: str, disabled: Collection[str], op_types: Collection[str]
+) -> dict[str, str]:
+    """Operator type → why the builder of ``trt_version`` cannot build it with the tactic
+    sources ``disabled`` off, for those of ``op_types`` it cannot; empty when none."""
     off = frozenset(disabled)
-    out: list[str] = []
+    out: dict[str, str] = {}
     for rule in RULES:
         if rule.trt_version != trt_version or not rule.needs_one_of <= off:
             continue
         sources = "/".join(sorted(rule.needs_one_of))
-        why = (
-            f"needs a {sources} tactic on TensorRT {trt_version} and the config turns "
-            f'{sources} off ("{rule.words}")'
-        )
-        for name, op_type in _nodes(graph, support):
-            if op_type in rule.ops:
-                out.append(f"{name}: {op_type} {why}")
+        for op_type in sorted(rule.ops & frozenset(op_types)):
+            out[op_type] = (
+                f"{op_type} needs a {sources} tactic on TensorRT {trt_version} and the config "
+                f'turns {sources} off ("{rule.words}")'
+            )
     return out
+
+
+def tactic_refusals(
+    graph: Graph, support: ModelSupport, trt_version: str, disabled: Collection[str]
+) -> list[str]:
+    """``node: reason`` for each node (top level, or nested under one) the builder of
+    ``trt_version`` cannot build with the tactic sources ``disabled`` off; empty when none."""
+    nodes = _nodes(graph, support)
+    refused = refused_ops(trt_version, disabled, {op_type for _, op_type in nodes})
+    return [f"{name}: {refused[op_type]}" for name, op_type in nodes if op_type in refused]
 
 
 def _nodes(graph: Graph, support: ModelSupport) -> Sequence[tuple[str, str]]:

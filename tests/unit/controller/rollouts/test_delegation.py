@@ -77,3 +77,49 @@ def test_an_unknown_analysis_says_nothing_about_devices_without_tensorrt() -> No
         assert (
             delegation_warning("gw-1", facts, config, {}, "det:2", analysis_state="pending") is None
         )
+
+
+def recurrent_analysis() -> dict[str, object]:
+    """What the controller stores for a model whose parser verdict is full and that holds an
+    LSTM at the top and a GRU in a Loop body."""
+    report = {
+        "verdict": {"kind": "full", "line": "full delegation: 1 partition"},
+        "histogram": [{"op_type": "LSTM", "count": 1, "supported": 1}],
+        "subgraph_nodes": [{"path": "Loop_1/body/GRU_0", "op_type": "GRU"}],
+    }
+    return {"8.5": report, "8.6": report, "10.1": report}
+
+
+@pytest.mark.parametrize(
+    ("fallback", "then"),
+    [
+        ("onnxruntime", "the slot will serve it on ONNX Runtime"),
+        ("none", "the build will fail there (fallback none)"),
+    ],
+)
+def test_cublas_off_on_8_5_warns_that_recurrent_ops_cannot_build(fallback: str, then: str) -> None:
+    config = DelegateConfig.model_validate(
+        {"disabled_tactic_sources": ["CUBLAS", "CUBLAS_LT", "CUDNN"], "fallback": fallback}
+    )
+    warning = delegation_warning("gw-1", trt("8.5.2.2"), config, recurrent_analysis(), "vad:3")
+    assert warning is not None
+    assert warning.startswith("gw-1: TensorRT 8.5.2.2 cannot build vad:3 with this config's")
+    assert "GRU needs a CUBLAS/CUBLAS_LT tactic on TensorRT 8.5" in warning
+    assert "LSTM needs a CUBLAS/CUBLAS_LT tactic on TensorRT 8.5" in warning
+    assert then in warning
+
+
+@pytest.mark.parametrize(
+    ("version", "disabled"),
+    [
+        ("8.5.2.2", ["CUBLAS", "CUDNN"]),  # cuBLASLt left on
+        ("8.5.2.2", []),
+        ("8.6.2", ["CUBLAS", "CUBLAS_LT", "CUDNN"]),  # 8.6 builds recurrent loops without them
+        ("10.3.0.30", ["CUBLAS", "CUBLAS_LT"]),
+    ],
+)
+def test_no_tactic_warning_where_the_release_keeps_a_way_to_build(
+    version: str, disabled: list[str]
+) -> None:
+    config = DelegateConfig.model_validate({"disabled_tactic_sources": disabled})
+    assert delegation_warning("gw-1", trt(version), config, recurrent_analysis(), "vad:3") is None
