@@ -25,6 +25,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy shared agent controller
+	$(BIN)/mypy --explicit-package-bases bench
 	$(BIN)/lint-imports
 
 # No broker, database or browser: what a change gets checked by first.

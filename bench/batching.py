@@ -5,8 +5,11 @@ this process; the load comes from a second process (``--clients`` threads over H
 tensors, one row each). The model is an MLP whose batch dimension is dynamic (X of shape
 [N, 2048], four 2048x2048 MatMul+Relu layers, 64 MiB of weights): one row is a matrix-vector
 product bound by memory bandwidth, so merging rows reads the weights once for many requests.
-Reported per run: requests per second, p50/p99 latency, batches run and mean rows per batch. Usage:
-``python bench/batching.py [--clients 8] [--seconds 10] [--batch 8] [--delay-ms 2]``.
+Reported per run: requests per second, p50/p99 latency, batches run and mean rows per batch; the
+baseline is the run with batching off, in the same process, and the summary line gives the
+batched run's throughput and latency as ratios of it. Usage:
+``python bench/batching.py [--clients 8] [--seconds 10] [--batch 8] [--delay-ms 2]
+[--out bench/results]``; each run replaces ``batching.md``.
 """
 
 from __future__ import annotations
@@ -14,12 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import platform
 import re
+import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +29,16 @@ import httpx
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from agent.runtimes.ort import load_ort
 from agent.serving.app import create_app
 from agent.serving.batching import Batcher
 from agent.serving.core import ModelRegistry, ServedModel
 from agent.serving.http_server import ServingServer
 from agent.telemetry.metrics import Metrics
+from bench.provenance import Provenance
+from bench.results_file import ratio, write
 
 WIDTH = 2048
 LAYERS = 4
@@ -151,6 +157,7 @@ def main() -> None:
     parser.add_argument("--delay-ms", type=float, default=2.0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
+    provenance = Provenance()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "mlp.onnx"
         path.write_bytes(mlp())
@@ -171,19 +178,36 @@ def main() -> None:
             f"| {r['run']} | {r['requests']} | {r['failed']} | {r['req_per_s']:.1f} | "
             f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['batches']} | {r['rows_per_batch']:.2f} |"
         )
-    text = (
-        f"# Dynamic batching ({datetime.now(timezone.utc):%Y-%m-%d})\n\n"
-        f"`python bench/batching.py --clients {args.clients} --seconds {args.seconds:g} "
-        f"--batch {args.batch} --delay-ms {args.delay_ms:g}` on {platform.node()} "
-        f"({multiprocessing.cpu_count()} CPUs), ONNX Runtime CPU (1 intra-op thread per "
-        f"inference), MLP {LAYERS}x{WIDTH}x{WIDTH} with a dynamic batch dimension, one row per "
-        "request, binary tensors; the load comes from a second process.\n\n"
-        + "\n".join(table)
-        + "\n"
+    text = "\n".join(table)
+    summary = summary_line(args.clients, *rows)
+    print(f"{text}\n\n{summary}")
+    write(
+        args.out,
+        "batching.py",
+        "Dynamic batching",
+        f"{args.clients} concurrent client{'s' if args.clients > 1 else ''} (threads of a "
+        "second process over HTTP, binary tensors, one row per request) for "
+        f"{args.seconds:g} s per run against the agent's serving stack in this process: ONNX "
+        "Runtime CPU (1 intra-op thread per inference), "
+        f"MLP {LAYERS}x{WIDTH}x{WIDTH} with a dynamic batch dimension. The baseline is the run "
+        f"with batching off, same process, same run; batching on merges up to {args.batch} rows "
+        f"waiting at most {args.delay_ms:g} ms. The summary's ratios are batching on / off.",
+        provenance,
+        text,
+        summary,
     )
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "batching.md").write_text(text)
-    print(text)
+
+
+def summary_line(clients: int, off: dict[str, Any], on: dict[str, Any]) -> str:
+    """The ``batching:`` line a reader quotes: batching on as ratios of off, same run."""
+    return (
+        f"batching: clients={clients} "
+        f"req_per_s_ratio={ratio(on['req_per_s'], off['req_per_s']):.2f}x "
+        f"p50_ratio={ratio(on['p50_ms'], off['p50_ms']):.2f}x "
+        f"p99_ratio={ratio(on['p99_ms'], off['p99_ms']):.2f}x "
+        f"rows_per_batch={on['rows_per_batch']:.2f} failed={on['failed']} "
+        f"failed_off={off['failed']}"
+    )
 
 
 if __name__ == "__main__":

@@ -7,25 +7,27 @@ processes:
   build lease), its twins pull. Expected: 3 builds, 17 pulls.
 - **independent** (baseline): agents without the engine store; every device builds.
 
-Reported: builds, pulls, seconds from deploy to all 20 serving, and the ratio of the two.
-Usage: ``python bench/engine_reuse.py [--devices 20] [--out bench/results]``.
+Reported: builds, pulls, seconds from deploy to all 20 serving, and the ratio of the two (shared
+/ independent, same run). Usage: ``python bench/engine_reuse.py [--devices 20]
+[--out bench/results]``; each run replaces ``engine_reuse.md`` and ``engine_reuse.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shutil
+import sys
 import tempfile
 import time
 from collections import Counter
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import psutil
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.provenance import Provenance
+from bench.results_file import ratio, write
 from controller.demo import sample_models
 from controller.demo.fleet import DemoFleet, GatewaySpec, all_desired_serving, wait_for
 
@@ -93,32 +95,58 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def summary_line(shared: dict[str, Any], independent: dict[str, Any], time_ratio: float) -> str:
+    """The ``engine-reuse:`` line a reader quotes: shared against independent, same run."""
+    return (
+        f"engine-reuse: devices={shared['devices']} builds={shared['builds']} vs "
+        f"{independent['builds']} pulls={shared['pulls']} "
+        f"classes={shared['hardware_classes']} time_ratio={time_ratio:.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--devices", type=int, default=20)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
+    provenance = Provenance()
     rows = [run("shared", args.devices), run("independent", args.devices)]
     shared, independent = rows
-    ratio = shared["seconds_to_all_serving"] / independent["seconds_to_all_serving"]
-    machine = f"{platform.node()} {platform.machine()}, {psutil.cpu_count()} cores, " + (
-        f"{psutil.virtual_memory().total / 2**30:.0f} GiB"
+    time_ratio = ratio(shared["seconds_to_all_serving"], independent["seconds_to_all_serving"])
+    text = table(rows)
+    summary = summary_line(shared, independent, time_ratio)
+    print(f"{text}\n\n{summary}")
+    write(
+        args.out,
+        "engine_reuse.py",
+        "Engine reuse across twins",
+        f"{args.devices} simulated gateways (agent processes) in {len(CLASSES)} hardware classes "
+        "deploy one model (`controller.demo.sample_models.classifier`, ONNX Runtime CPU), each "
+        "run with its own controller (SQLite, embedded broker). **shared**: agents use the "
+        "controller's engine store, which trusts device builds; per hardware class one device "
+        "builds and its twins pull. The baseline, **independent**, in the same run: agents "
+        "without the engine store, every device builds. Seconds are from the deploy until all "
+        "devices serve; time_ratio is shared / independent.",
+        provenance,
+        text,
+        summary,
     )
-    text = "\n".join(
-        [
-            f"# engine_reuse ({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {machine})",
-            "",
-            table(rows),
-            "",
-            f"builds: {shared['builds']} shared vs {independent['builds']} independent; "
-            f"time to all serving, shared / independent = {ratio:.2f}",
-        ]
-    )
-    print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "engine_reuse.md").write_text(text + "\n")
     (args.out / "engine_reuse.json").write_text(
-        json.dumps({"rows": rows, "ratio": ratio}, indent=2)
+        json.dumps(
+            {
+                "rows": rows,
+                "ratio": time_ratio,
+                "summary": summary,
+                "provenance": {
+                    "started": provenance.started.isoformat(timespec="seconds"),
+                    "commit": provenance.revision,
+                    "machine": provenance.machine,
+                    "command": provenance.command,
+                },
+            },
+            indent=2,
+        )
+        + "\n"
     )
 
 

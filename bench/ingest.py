@@ -11,16 +11,15 @@ Table 1, on one private Mosquitto started for the run (unbounded queues, so noth
 Table 2: RSS and CPU of ``jetfleet-agent run`` (telemetry at 1 Hz, no models) over ``--idle-s``.
 
 Usage: ``python bench/ingest.py [--devices 100] [--per-device 500] [--pg URL] [--sqlite]
-[--ingest-workers 0,2]``.
-Writes ``bench/results/ingest.md``.
+[--ingest-workers 0,2] [--idle-s 30] [--out bench/results]``. Each run replaces
+``ingest.md`` (written by :mod:`bench.ingest_report`): the controller paths as fractions of the
+ceiling measured in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import platform
-import resource
 import shutil
 import socket
 import subprocess
@@ -33,6 +32,11 @@ from pathlib import Path
 
 import psutil
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.ingest_cpu import CpuMeter
+from bench.ingest_report import Measured, report
+from bench.provenance import Provenance
 from controller.ingest.gc_tuning import tune_garbage_collector
 from controller.server import Controller
 from controller.settings import Settings
@@ -42,52 +46,6 @@ from shared.telemetry import ModelStats, Telemetry
 DEFAULT_PG = os.environ.get(
     "JETFLEET_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
-
-
-class CpuMeter:
-    """CPU seconds (user + system) spent by each part of a run, between ``start`` and ``stop``.
-
-    Parts: the controller (this process and its children, i.e. ingest workers), the broker,
-    PostgreSQL (every ``postgres`` process) and the publishers (children this process waited
-    for: the ``mosquitto_pub`` processes, and ``mosquitto_sub`` in the ceiling run). CPU per
-    message is what a noisy shared machine cannot distort much, unlike messages per second.
-    """
-
-    def __init__(self, broker_pid: int) -> None:
-        self._broker = broker_pid
-        self._before: dict[str, float] = {}
-        self._seen: dict[int, float] = {}
-
-    def _controller_pids(self) -> list[psutil.Process]:
-        me = psutil.Process()
-        return [me] + [c for c in me.children(recursive=True) if "mosquitto" not in c.name()]
-
-    def _read(self) -> dict[str, float]:
-        def cpu(procs: list[psutil.Process]) -> float:
-            total = 0.0
-            for proc in procs:
-                try:
-                    t = proc.cpu_times()
-                except psutil.Error:
-                    continue
-                total += t.user + t.system
-            return total
-
-        pg = [p for p in psutil.process_iter(["name"]) if p.info["name"] == "postgres"]
-        waited = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return {
-            "controller": cpu(self._controller_pids()),
-            "broker": cpu([psutil.Process(self._broker)]),
-            "postgres": cpu(pg),
-            "publishers": waited.ru_utime + waited.ru_stime,
-        }
-
-    def start(self) -> None:
-        self._before = self._read()
-
-    def stop(self) -> dict[str, float]:
-        after = self._read()
-        return {part: max(0.0, after[part] - self._before[part]) for part in after}
 
 
 def free_port() -> int:
@@ -352,9 +310,10 @@ def main() -> None:
     parser.add_argument("--idle-s", type=float, default=30.0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
+    provenance = Provenance()
     total = args.devices * args.per_device
     worker_counts = [int(n) for n in str(args.ingest_workers).split(",") if n.strip()]
-    rows: list[tuple[str, float, int, dict[str, float]]] = []
+    rows: list[Measured] = []
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="jf-bench-ingest-") as tmp:
         workdir = Path(tmp)
@@ -364,7 +323,7 @@ def main() -> None:
             prefix = f"bench/{uuid.uuid4().hex[:6]}"
             files = payload_files(workdir, prefix, args.devices, args.per_device, "c")
             seconds, cpu = ceiling(port, prefix, files, total, meter)
-            rows.append(("mosquitto_pub -l → mosquitto_sub (ceiling)", seconds, total, cpu))
+            rows.append(Measured("mosquitto_pub -l → mosquitto_sub (ceiling)", seconds, total, cpu))
             solo = single_publisher_qos0(port, prefix, workdir, total, files[0][1])
             notes.append(
                 "For scale, not a fleet: one `mosquitto_pub -l` at QoS 0 on one topic → "
@@ -390,9 +349,8 @@ def main() -> None:
                     if workers
                     else "in-process ingest"
                 )
-                rows.append(
-                    (f"mosquitto_pub -l → controller ({how}) → {label}", seconds, stored, cpu)
-                )
+                path = f"mosquitto_pub -l → controller ({how}) → {label}"
+                rows.append(Measured(path, seconds, stored, cpu, f"{kind}_w{workers}"))
                 notes.append(
                     f"{label}, {how}: {extra['batches']} batches, peak queue "
                     f"{extra['peak_queue']}, backpressure waits {extra['blocked_s']:.2f} s, "
@@ -402,52 +360,7 @@ def main() -> None:
         finally:
             broker.terminate()
             broker.wait(10)
-    machine = f"{platform.node()} · {psutil.cpu_count()} CPUs · Python {platform.python_version()}"
-    table1 = [
-        "| path | messages | seconds | messages/s | % of ceiling | CPU µs/message: controller "
-        "| broker | publishers | PostgreSQL |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    ceiling_rate = rows[0][2] / rows[0][1]
-    for name, seconds, count, cpu in rows:
-        per = {part: f"{1e6 * cpu[part] / max(count, 1):.0f}" for part in cpu}
-        rate = count / seconds
-        table1.append(
-            f"| {name} | {count} | {seconds:.2f} | {rate:,.0f} | {100 * rate / ceiling_rate:.0f} % "
-            f"| {per['controller'] if 'controller' in name else '-'} | {per['broker']} "
-            f"| {per['publishers']} | {per['postgres'] if 'controller' in name else '-'} |"
-        )
-    table2 = [
-        "| agent (idle, telemetry 1 Hz, no models) | value |",
-        "|---|---:|",
-        f"| RSS | {agent['rss_mb']:.1f} MB |",
-        f"| RSS peak | {agent['rss_peak_mb']:.1f} MB |",
-        f"| USS (private) | {agent['uss_mb']:.1f} MB |",
-        f"| CPU (of one core, over {agent['seconds']:.0f} s) | {agent['cpu_percent']:.2f} % |",
-    ]
-    text = "\n".join(
-        [
-            "# Telemetry ingest bench",
-            "",
-            f"`python bench/ingest.py --devices {args.devices} --per-device {args.per_device} "
-            f"--ingest-workers {args.ingest_workers}` "
-            f"on {machine}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. One private "
-            f"Mosquitto, {args.devices} simulated devices (one `mosquitto_pub -l` process each, "
-            "QoS 1), each message one Telemetry JSON. CPU µs/message: user + system CPU of each "
-            "part over the timed window, divided by the messages (the publishers' column includes "
-            "`mosquitto_sub` in the ceiling row).",
-            "",
-            *table1,
-            "",
-            *(f"- {n}" for n in notes),
-            "",
-            *table2,
-            "",
-        ]
-    )
-    print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "ingest.md").write_text(text)
+    report(args, provenance, rows, notes, agent)
 
 
 if __name__ == "__main__":

@@ -108,7 +108,7 @@ def release_table(release: str, lines: Sequence[dict[str, Any]], names: Sequence
         rows.append(
             f"| {name} | {_cell(line['family'], 60)} | {_off(line)} "
             f"| {OUTCOME[line['outcome']]} | {seconds} "
-            f"| {OUTCOME.get(guess, guess or '')} | {_cell(line.get('reason', ''))} |"
+            f"| {OUTCOME.get(str(guess), str(guess or ''))} | {_cell(line.get('reason', ''))} |"
         )
     summary = (
         f"model-families: tensorrt={release} models={len(names)} built={built} "
@@ -138,7 +138,7 @@ def tactic_table(release: str, lines: Sequence[dict[str, Any]]) -> str:
         right += guess == line["outcome"]
         rows.append(
             f"| {RECURRENT[line['model']]} | {_off(line)} | {OUTCOME[line['outcome']]} "
-            f"| {OUTCOME.get(guess, guess or '')} | {_cell(line.get('reason', ''))} |"
+            f"| {OUTCOME.get(str(guess), str(guess or ''))} | {_cell(line.get('reason', ''))} |"
         )
     summary = f"tactic-sources: tensorrt={release} builds={len(mine)} predicted={right}/{len(mine)}"
     title = f"### TensorRT {release}: recurrent operators by disabled tactic sources"

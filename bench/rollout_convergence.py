@@ -3,16 +3,17 @@ Mosquitto; a rollout of a new model version in waves ``1,10%,50%,100%``.
 
 Reported per wave: devices, seconds from the wave's first update until its last device serves
 the new version, and the total from rollout creation to all serving, with and without artifact
-download (the simulated agent fetches the artifact over HTTP and checks its sha256).
-Usage: ``python bench/rollout_convergence.py [--devices 1000] [--procs 4] [--broker mqtt://...]``.
+download (the simulated agent fetches the artifact over HTTP and checks its sha256). The run
+without download is the baseline the run with download is compared with, in the same bench run.
+Usage: ``python bench/rollout_convergence.py [--devices 1000] [--procs 4] [--broker mqtt://...]
+[--no-download-only] [--out bench/results]``; each run replaces ``rollout_convergence.md``.
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import os
-import platform
+import sys
 import tempfile
 import time
 import uuid
@@ -22,12 +23,18 @@ from typing import Any
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.provenance import Provenance
+from bench.results_file import ratio, write
 from controller.db.rollout_store import RolloutStore
 from controller.db.session import make_engine
 from controller.demo import sample_models
 from controller.server import Controller
 from controller.settings import Settings
 from shared.topics import Topics
+
+WAVES = "1,10%,50%,100%"
 
 
 def agents(broker: str, prefix: str, ids: list[str], download: bool, token: str, stop: Any) -> None:
@@ -120,7 +127,7 @@ def run(n: int, procs: int, broker: str, download: bool) -> dict[str, Any]:
             "model": "det",
             "version": "2.0.0",
             "targets": {"selector": "fleet=bench"},
-            "strategy": {"waves": "1,10%,50%,100%", "device_timeout_s": 300},
+            "strategy": {"waves": WAVES, "device_timeout_s": 300},
         }
         rid = api.post("/api/v1/rollouts", json=body).json()["id"]
         wait(
@@ -135,6 +142,8 @@ def run(n: int, procs: int, broker: str, download: bool) -> dict[str, Any]:
         waves: list[dict[str, Any]] = []
         for wave in range(rollout.waves):
             ts = [t for t in rollout.targets if t.wave == wave]
+            if not ts:  # a small fleet leaves a percentage wave empty
+                continue
             start = min(t.started_at for t in ts if t.started_at)
             end = max(t.validated_at for t in ts if t.validated_at)
             waves.append(
@@ -154,14 +163,8 @@ def run(n: int, procs: int, broker: str, download: bool) -> dict[str, Any]:
         controller.stop()
 
 
-def render(n: int, procs: int, results: list[dict[str, Any]]) -> str:
+def render(n: int, results: list[dict[str, Any]]) -> str:
     lines = [
-        f"# Rollout convergence: {n} simulated agents",
-        "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}; "
-        f"controller on SQLite, Mosquitto, agents in {procs} processes; waves 1,10%,50%,100%.",
-        "",
         "| download | wave | devices | wave s (first update → last serving) | since start s |",
         "|---|---|---|---|---|",
     ]
@@ -178,20 +181,57 @@ def render(n: int, procs: int, results: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summary_line(n: int, results: list[dict[str, Any]]) -> str:
+    """The ``rollout-convergence:`` line a reader quotes; with download as a ratio of the run
+    without, same bench run."""
+    plain = next(r for r in results if not r["download"])
+    line = (
+        f"rollout-convergence: devices={n} seconds={plain['total_s']:.2f} "
+        f"slowest_wave_s={max(w['seconds'] for w in plain['waves']):.2f}"
+    )
+    fetched = next((r for r in results if r["download"]), None)
+    if fetched is not None:
+        line += (
+            f" seconds_with_download={fetched['total_s']:.2f} "
+            f"download_ratio={ratio(fetched['total_s'], plain['total_s']):.2f}x"
+        )
+    return line + " (goal: seconds <= 10 at 1,000 devices)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--devices", type=int, default=1000)
     parser.add_argument("--procs", type=int, default=4)
     parser.add_argument("--broker", default="mqtt://127.0.0.1:1883")
-    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     parser.add_argument("--no-download-only", action="store_true")
     args = parser.parse_args()
+    provenance = Provenance()
     modes = [False] if args.no_download_only else [False, True]
     results = [run(args.devices, args.procs, args.broker, d) for d in modes]
-    text = render(args.devices, args.procs, results)
-    print(text)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "rollout_convergence.md").write_text(text)
+    text = render(args.devices, results)
+    summary = summary_line(args.devices, results)
+    print(f"{text}\n{summary}")
+    write(
+        args.out,
+        "rollout_convergence.py",
+        f"Rollout convergence: {args.devices} simulated agents",
+        f"A rollout of a new model version in waves {WAVES} to {args.devices} simulated agents "
+        f"(lightweight paho clients in {args.procs} process{'es' if args.procs > 1 else ''}) on "
+        "one Mosquitto, the controller on SQLite; seconds per wave from its first update until "
+        "its last device serves the new version, and in total from the rollout's creation "
+        "until its state is succeeded. "
+        + (
+            "Only the run without artifact download (`--no-download-only`)."
+            if args.no_download_only
+            else "The baseline is the run without artifact download; in the second run of the "
+            "same bench each agent fetches the artifact from the controller over HTTP and checks "
+            "its sha256 (download_ratio: with / without)."
+        ),
+        provenance,
+        text,
+        summary,
+    )
 
 
 if __name__ == "__main__":
