@@ -476,7 +476,14 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
-    with (args.out / "serving_overhead.md").open("a") as results:
+    path = args.out / "serving_overhead.md"
+    if not path.exists():
+        path.write_text(
+            "# Serving overhead\n\nWritten by `bench/serving_overhead.py`, one section per run, "
+            "newest last: what the agent's KServe v2 HTTP path adds over calling ONNX Runtime "
+            "in-process (the baseline, timed in the same run, rounds interleaved).\n"
+        )
+    with path.open("a") as results:
         results.write(
             f"\n## Run of {provenance.started:%Y-%m-%d %H:%M} UTC\n\n{provenance.block()}\n"
             f"ONNX Runtime CPU, MobileNetV2-like 1x3x224x224 "
