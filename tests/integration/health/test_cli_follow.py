@@ -27,6 +27,8 @@ def test_follow_prints_new_samples_live(
     proc = subprocess.Popen(
         [
             sys.executable,
+            "-X",
+            "faulthandler",  # SIGABRT below prints where it is stuck, into follow.stderr
             "-m",
             "controller",
             "telemetry",
@@ -59,11 +61,23 @@ def test_follow_prints_new_samples_live(
         try:
             proc.wait(10)
         except subprocess.TimeoutExpired:
-            # reaped here, so no zombie or open pipe is left to the tests after this one
-            proc.kill()
-            proc.wait(10)
+            # its signal masks (SIGINT is bit 2: blocked, ignored or caught), every thread's stack
+            # to stderr (faulthandler on SIGABRT), then reaped here, so no zombie or open pipe is
+            # left to the tests after this one
+            masks = [
+                line
+                for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+                if line.startswith(("State", "SigBlk", "SigIgn", "SigCgt"))
+            ]
+            proc.send_signal(signal.SIGABRT)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
             raise AssertionError(
-                f"the follow process did not stop on Ctrl-C within 10 s; printed {lines}; "
+                f"the follow process did not stop on Ctrl-C within 10 s ({masks}); "
+                f"printed {lines}; "
                 f"stderr: {(tmp_path / 'follow.stderr').read_text()[-3000:]}"
             ) from None
         finally:
