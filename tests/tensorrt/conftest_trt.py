@@ -66,10 +66,10 @@ def usable(names, create):
             return getattr(lib, create)(ctypes.byref(handle)) == 0
     return False
 missing = []
-if not usable(["libcublas.so.12", "libcublas.so.11"], "cublasCreate_v2"):
-    missing.append("CUBLAS")
 if not usable(["libcublasLt.so.12", "libcublasLt.so.11"], "cublasLtCreate"):
     missing.append("CUBLAS_LT")
+if not usable(["libcublas.so.12", "libcublas.so.11"], "cublasCreate_v2"):
+    missing.append("CUBLAS")
 if not usable(["libcudnn.so.9", "libcudnn.so.8"], "cudnnCreate"):
     missing.append("CUDNN")
 print(",".join(missing))
