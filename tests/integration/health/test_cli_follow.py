@@ -16,6 +16,15 @@ from shared.topics import Channel, Topics
 from tests.integration.controller.conftest import MqttPeer, new_token, poll
 from tests.integration.health.samples import sample
 
+AT_A_TERMINAL = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('controller', run_name='__main__')"
+)
+"""``python -m controller`` as a terminal starts it: Ctrl-C raises KeyboardInterrupt. A process
+inherits an ignored SIGINT (a job started with ``&`` by a non-interactive shell, as CI runners
+and ``nohup ... &`` do), and Python then leaves it ignored; the test must not depend on how the
+suite itself was started."""
+
 
 def test_follow_prints_new_samples_live(
     controller: Controller, peers: Callable[[str], MqttPeer], prefix: str, tmp_path: Path
@@ -29,8 +38,8 @@ def test_follow_prints_new_samples_live(
             sys.executable,
             "-X",
             "faulthandler",  # SIGABRT below prints where it is stuck, into follow.stderr
-            "-m",
-            "controller",
+            "-c",
+            AT_A_TERMINAL,
             "telemetry",
             "gw-f",
             "--follow",
