@@ -169,9 +169,14 @@ SWITCHABLE = ("CUBLAS", "CUBLAS_LT")
 
 
 @pytest.mark.parametrize(
-    "off", [(), ("CUBLAS",), ("CUBLAS_LT",), SWITCHABLE], ids=lambda off: "+".join(off) or "none"
+    ("op", "off"),
+    [
+        (op, off)
+        for off in [(), SWITCHABLE, ("CUBLAS",), ("CUBLAS_LT",)]  # the telling ones first
+        for op in sorted(RECURRENT_GATES)
+    ],
+    ids=lambda value: value if isinstance(value, str) else "+".join(value) or "none",
 )
-@pytest.mark.parametrize("op", sorted(RECURRENT_GATES))
 def test_a_recurrent_op_builds_or_falls_back_as_the_analyzer_predicts_for_the_tactic_sources(
     tmp_path: Path, op: str, off: tuple[str, ...]
 ) -> None:
