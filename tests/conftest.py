@@ -151,3 +151,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     (pytest-xdist, ``--dist loadgroup``), which take tests in this order: a half-minute test
     started last would keep one worker busy after the others have finished."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse ``--dist loadgroup`` where it would not group: pytest-xdist groups ``xdist_group``
+    tests by appending ``@group`` to ``item._nodeid``, which pytest 9.2 no longer reads (node ids
+    come from ``item._id``); the tests of a group would then spread over the workers and build
+    their module fixtures on each, silently."""
+    from _pytest.nodes import Node
+
+    reads = Node.nodeid.fget.__code__.co_names  # type: ignore[attr-defined]
+    if config.getoption("dist", "no") == "loadgroup" and "_nodeid" not in reads:
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} and pytest-xdist's --dist loadgroup do not work "
+            'together (xdist_group tests would not share a worker): install "pytest<9.2" '
+            "(pyproject.toml's dev extra pins it)"
+        )
