@@ -18,13 +18,12 @@ Reported: device free memory before / after, reallocations, and time per swap. U
 from __future__ import annotations
 
 import argparse
-import platform
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from agent.trt_host.arena import ActivationArena, MiB
 from agent.trt_host.cudart import CudaRuntime
+from bench.provenance import Provenance
 
 cuda = CudaRuntime()
 
@@ -82,6 +81,7 @@ def main() -> None:
     parser.add_argument("--mib", default="96,160,96,160,224")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
+    provenance = Provenance()
     sizes = [int(m) * MiB for m in args.mib.split(",")]
     name = device_name()
     rows = {
@@ -103,9 +103,9 @@ def main() -> None:
     print(f"device: {name}\n{text}")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "cuda_arena.md").write_text(
-        f"# CUDA arena vs plain allocate/free ({datetime.now(timezone.utc):%Y-%m-%d})\n\n"
-        f"`python bench/cuda_arena.py --swaps {args.swaps} --mib {args.mib}` on "
-        f"{platform.node()}, device {name}.\n\n{text}\n"
+        "# CUDA arena vs plain allocate/free\n\nWritten by `bench/cuda_arena.py`; each run "
+        f"replaces this file. Device {name}; the baseline, in the same run: cudaMalloc/cudaFree "
+        f"per swap.\n\n{provenance.block()}\n{text}\n"
     )
 
 

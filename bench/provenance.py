@@ -19,7 +19,9 @@ CODE = ("agent", "controller", "shared", "packaging", "bench")
 
 def revision(paths: tuple[str, ...] = CODE) -> str:
     """``abc1234``, or ``abc1234 with uncommitted changes in agent/, ...`` where the measured
-    code differs from the commit; ``unknown`` outside a git checkout."""
+    code differs from the commit; outside a git checkout, ``abc1234 (archive)`` from a
+    ``.revision`` file at the top (``git rev-parse --short HEAD > SNAPSHOT/.revision`` next to
+    ``git archive``), else ``unknown``."""
 
     def git(*args: str) -> str:
         try:
@@ -31,8 +33,9 @@ def revision(paths: tuple[str, ...] = CODE) -> str:
         return done.stdout.strip()
 
     head = git("rev-parse", "--short", "HEAD")
-    if not head:
-        return "unknown"
+    if not head:  # a `git archive` copy (the GPU host's): the commit written beside it, if any
+        stamp = ROOT / ".revision"
+        return f"{stamp.read_text().strip()} (archive)" if stamp.is_file() else "unknown"
     # results are what runs write, not code they measure
     scope = ("--", *paths, ":!bench/results")
     changed = git("diff", "--name-only", "HEAD", *scope).splitlines()

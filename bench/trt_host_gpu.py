@@ -23,10 +23,8 @@ Usage: ``JETFLEET_TENSORRT_PYTHON=$(command -v python3) python -m bench.trt_host
 from __future__ import annotations
 
 import argparse
-import platform
 import tempfile
 from collections.abc import Callable
-from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 
@@ -38,6 +36,7 @@ from agent.trt_host.build import BuildOptions, build
 from agent.trt_host.engine import load
 from agent.trt_host.versions import Capabilities
 from bench.host_overhead import BLOCK, classifier_224, measure, pooling_model, row_lines
+from bench.provenance import Provenance
 
 NO_LIBRARIES = ("CUBLAS", "CUBLAS_LT", "CUDNN")
 Row = tuple[str, float, float, float, float]
@@ -104,15 +103,15 @@ def gpu_name() -> str:
         return f"CUDA device 0 (NVML: {exc})"
 
 
-def table(version: str, device: str, rows: list[Row], requests: int) -> str:
+def table(version: str, device: str, rows: list[Row], requests: int, provenance: Provenance) -> str:
     lines = [
-        f"# TensorRT {version} through the TensorRT host vs direct "
-        f"({datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC)",
+        f"# TensorRT {version} through the TensorRT host vs direct",
         "",
-        f"{platform.node()}: {device}, Python {platform.python_version()}; {requests} sequential "
-        f"requests per path, one client, blocks of {BLOCK} alternating; cuBLAS/cuDNN tactics off. "
-        f"Command: `python -m bench.trt_host_gpu --requests {requests}`.",
+        f"Written by `bench/trt_host_gpu.py`; each run replaces this file. {device}; {requests} "
+        f"sequential requests per path, one client, blocks of {BLOCK} alternating; cuBLAS/cuDNN "
+        "tactics off. The baseline, in the same run: the same plan called directly.",
         "",
+        provenance.block(),
         *row_lines(rows, "direct"),
         "",
         "Goal: <= 0.3 ms added at p50.",
@@ -125,8 +124,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args()
+    provenance = Provenance()
     version, device, rows = run(args.requests)
-    text = table(version, device, rows, args.requests)
+    text = table(version, device, rows, args.requests, provenance)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"trt_host_gpu-{version}.md").write_text(text)
