@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from controller.server import Controller
-from tests.integration.controller.conftest import MqttPeer, new_token, poll
-from tests.integration.health.test_health_api import publish_fleet
+from tests.integration.controller.conftest import MqttPeer, new_token
+from tests.integration.health.test_health_api import publish_fleet, wait_until_stored
 from tests.services import find_chromium
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -70,7 +70,7 @@ def test_dashboard_renders_device_table_and_charts(
     tmp_path: Path,
 ) -> None:
     publish_fleet(controller, peers, prefix)
-    poll(lambda: api.get("/api/v1/ingest").json()["accepted"] >= 64, what="64 messages stored")
+    wait_until_stored(api)
 
     viewer = new_token(controller, "wall-screen", "viewer")
     refused = browse(f"{controller.http_url}/dashboard", "--dump-dom", cwd=tmp_path)

@@ -81,6 +81,16 @@ class Fleet:
 
         poll(serving, 120, f"{name}:{version} serving on {DEVICE}")
 
+    def wait_analysed(self, name: str, version: str) -> None:
+        """Until the controller's background analysis of the version has finished (the push
+        answers before it; `models show` prints "analysis pending" until then)."""
+
+        def done() -> bool:
+            found = self.api.get(f"/api/v1/models/{name}/versions/{version}").json()
+            return bool(found["analysis_state"] != "pending")
+
+        poll(done, 120, f"the analysis of {name}:{version}")
+
     def start_agent(self) -> RunningAgent:
         self.agent = RunningAgent(
             AgentSettings(

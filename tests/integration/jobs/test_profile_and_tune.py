@@ -74,6 +74,7 @@ def test_profile_ranks_operators_by_their_time_and_shows_them_beside_the_analysi
     assert {o["device"] for o in ops} == {"CPU"}
     assert profile["device_shares"] == {"CPU": 1.0}
 
+    fleet.wait_analysed("mnet", "1.0.0")
     shown = fleet.cli("models", "show", "mnet:1.0.0")
     assert shown.exit_code == 0, shown.output
     assert "trt 10.1" in shown.output
