@@ -34,7 +34,7 @@ HOST_SOURCES_OFF = ("CUBLAS", "CUBLAS_LT", "CUDNN")
 """What runs recorded before lines named their disabled tactic sources turned off: all three
 (the GPU test host then had no cuBLAS or cuDNN)."""
 
-RECURRENT = {f"{op.lower()}": op for op in RECURRENT_GATES}
+RECURRENT = {op.lower(): op for op in RECURRENT_GATES}
 
 
 def sources_off(line: dict[str, Any]) -> tuple[str, ...]:

@@ -137,7 +137,24 @@ def serve_or_fall_back(
     return "fell_back", why, None
 
 
-def record(line: dict[str, object]) -> None:
+def record(
+    family: FamilyModel,
+    served: tuple[str, str, float | None],
+    predicted_outcome: str,
+    disabled: tuple[str, ...],
+) -> None:
+    """Print the model's result line and append it to ``$JETFLEET_FAMILY_RESULTS`` if set."""
+    outcome, reason, seconds = served
+    line = {
+        "tensorrt": RELEASE,
+        "model": family.name,
+        "family": family.family,
+        "outcome": outcome,
+        "reason": reason,
+        "build_seconds": None if seconds is None else round(seconds, 2),
+        "predicted": predicted_outcome,
+        "disabled_tactic_sources": list(disabled),
+    }
     print("FAMILY " + json.dumps(line))
     results = os.environ.get("JETFLEET_FAMILY_RESULTS")
     if results:
@@ -149,19 +166,8 @@ def record(line: dict[str, object]) -> None:
 def test_the_family_serves_on_tensorrt_or_falls_back_and_matches_the_reference(
     tmp_path: Path, family: FamilyModel
 ) -> None:
-    outcome, reason, seconds = serve_or_fall_back(tmp_path, family, config_for(family))
-    record(
-        {
-            "tensorrt": RELEASE,
-            "model": family.name,
-            "family": family.family,
-            "outcome": outcome,
-            "reason": reason,
-            "build_seconds": None if seconds is None else round(seconds, 2),
-            "predicted": predicted(family),
-            "disabled_tactic_sources": list(NO_LIBRARIES),
-        }
-    )
+    served = serve_or_fall_back(tmp_path, family, config_for(family))
+    record(family, served, predicted(family), NO_LIBRARIES)
 
 
 SWITCHABLE = ("CUBLAS", "CUBLAS_LT")
@@ -190,16 +196,5 @@ def test_a_recurrent_op_builds_or_falls_back_as_the_analyzer_predicts_for_the_ta
     family = recurrent(op)
     outcome, reason, seconds = serve_or_fall_back(tmp_path, family, config_for(family, disabled))
     expected = predicted(family, disabled)
-    record(
-        {
-            "tensorrt": RELEASE,
-            "model": family.name,
-            "family": family.family,
-            "outcome": outcome,
-            "reason": reason,
-            "build_seconds": None if seconds is None else round(seconds, 2),
-            "predicted": expected,
-            "disabled_tactic_sources": list(disabled),
-        }
-    )
+    record(family, (outcome, reason, seconds), expected, disabled)
     assert outcome == expected, f"{op} with {disabled} off: {outcome} ({reason})"
