@@ -4,7 +4,6 @@ ports."""
 from __future__ import annotations
 
 import logging
-import socket
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
@@ -12,19 +11,13 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.object_store import SeaweedS3, start_seaweedfs
+from tests.ports import free_port  # noqa: F401 (imported from here by the tests)
 from tests.services import (
     ServiceUnavailable,
     ensure_mosquitto,
     ensure_postgres,
     ensure_promtool,
 )
-
-
-def free_port() -> int:
-    """A TCP port the OS just handed out on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")

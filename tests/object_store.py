@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -22,6 +21,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tests.ports import free_port
 from tests.services import ServiceUnavailable, ensure_seaweedfs
 
 if TYPE_CHECKING:
@@ -33,19 +33,13 @@ REGION = "us-east-1"
 START_TIMEOUT_S = 60.0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class SeaweedS3:
     """One SeaweedFS process (master, volume, filer and S3 gateway) on loopback."""
 
     def __init__(self, weed: str) -> None:
         self.weed = weed
         self.dir = Path(tempfile.mkdtemp(prefix="jetfleet-seaweedfs-"))
-        self.port = _free_port()
+        self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log = self.dir / "weed.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -64,8 +58,8 @@ class SeaweedS3:
         config.write_text(json.dumps({"identities": [identity]}))
         data = self.dir / "data"
         data.mkdir()
-        ports = {name: _free_port() for name in ("master", "volume", "filer")}
-        grpc = {name: _free_port() for name in ("master", "volume", "filer", "s3")}
+        ports = {name: free_port() for name in ("master", "volume", "filer")}
+        grpc = {name: free_port() for name in ("master", "volume", "filer", "s3")}
         args = [
             self.weed,
             "server",

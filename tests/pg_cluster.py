@@ -19,11 +19,12 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from tests.ports import free_port
 
 SERVER_USER = "postgres"
 
@@ -53,12 +54,6 @@ def pg_bindir() -> Path:
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _reachable_by(path: Path, uid: int, gids: set[int]) -> bool:
     """Whether ``uid`` may traverse every directory down to ``path`` (which must exist)."""
     for part in [path, *path.parents]:
@@ -81,7 +76,7 @@ class Cluster:
 
     def __init__(self, under: Path, database: str = "jetfleet", port: int | None = None) -> None:
         self.database = database
-        self.port = port or _free_port()
+        self.port = port or free_port()
         self.bindir = pg_bindir()
         self._as_root = os.geteuid() == 0
         self._user: pwd.struct_passwd | None = None
