@@ -23,11 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from agent.trt_host.onnx_weights import initializers
 from agent.trt_host.protobuf_wire import LEN, VARINT, WireError, encode_varint, fields, varint
+
+if TYPE_CHECKING:  # numpy is imported where a model is folded: an idle agent never loads it
+    import numpy as np
 
 __all__ = ["FOLD_INT32", "GraphSpan", "WireError", "fold_constant_dequantize", "len_field"]
 
@@ -146,6 +147,8 @@ def _data_type(tensor: memoryview) -> int:
 
 def _array(tensor: memoryview) -> np.ndarray | None:
     """The TensorProto as an array (onnx_weights' reader); None when it cannot be read."""
+    from agent.trt_host.onnx_weights import initializers
+
     try:
         found = initializers(len_field(_MODEL_GRAPH, len_field(_GRAPH_INITIALIZER, tensor)))
     except ValueError:  # OnnxWeightsError (type it cannot read) or data that does not fit dims
@@ -157,6 +160,8 @@ def _dequantized(
     x: np.ndarray, scale: np.ndarray, zero: np.ndarray | None, axis: int
 ) -> np.ndarray | None:
     """``(x - zero) * scale`` in float32 as ONNX Runtime computes it; None if not foldable."""
+    import numpy as np
+
     if scale.dtype != np.float32 or scale.ndim > 1:
         return None
     if zero is not None and (zero.dtype != x.dtype or zero.ndim > 1 or zero.size != scale.size):
@@ -177,6 +182,8 @@ def _dequantized(
 
 def _float_tensor(name: bytes, array: np.ndarray) -> bytes:
     """A float32 TensorProto: dims (packed), data_type, name, raw_data (little-endian)."""
+    import numpy as np
+
     dims = b"".join(encode_varint(d) for d in array.shape)
     return b"".join(
         (

@@ -28,9 +28,10 @@ import os
 import re
 import secrets
 import stat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # imported where a tensor is touched: the agent's HTTP side needs ROOT only
+    import numpy as np
 
 SHM_DIR = "/dev/shm"  # noqa: S108 - named regions are the point; 0600, O_EXCL
 ROOT = "jfth-"
@@ -148,6 +149,8 @@ class Region:
             raise RegionError(f"bad tensor shape {shape!r}")
         if not isinstance(offset, int) or offset < 0 or offset % ALIGN:
             raise RegionError(f"bad tensor offset {offset!r}")
+        import numpy as np
+
         dtype = np.dtype(str(dtype_name))
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if offset + nbytes > self.size:
@@ -183,6 +186,8 @@ def place(arrays: dict[str, np.ndarray]) -> tuple[list[dict[str, Any]], int]:
 
 def write(region: Region, arrays: dict[str, np.ndarray], descriptors: list[dict[str, Any]]) -> None:
     """Copy ``arrays`` into ``region`` where ``descriptors`` (from :func:`place`) put them."""
+    import numpy as np
+
     for descriptor in descriptors:
         np.copyto(region.view(descriptor), arrays[descriptor["name"]], casting="no")
 

@@ -49,15 +49,19 @@ class NvmlCollector:
 
     def __init__(self) -> None:
         self._nvml: Any = None
+        self._missing: NvmlReadings | None = None
 
     def collect(self) -> NvmlReadings:
         """A reading per GPU, or absent with the reason NVML gave."""
+        if self._missing is not None:  # a package installed later comes with an agent restart
+            return self._missing
         try:
             import pynvml
         except ImportError as exc:
-            return NvmlReadings(
+            self._missing = NvmlReadings(
                 available=False, reason=f"nvidia-ml-py not importable ({exc}): {INSTALL_HINT}"
             )
+            return self._missing
         if self._nvml is None:
             try:
                 pynvml.nvmlInit()

@@ -1,7 +1,8 @@
 """``jetfleet-agent run`` under a fake systemd: READY once it reported, watchdog pings, STOPPING.
 
 The test binds the datagram socket systemd would, passes it as ``$NOTIFY_SOCKET`` to a real agent
-process against the real Mosquitto, and reads what arrives.
+process against the real Mosquitto, and reads what arrives. The same idle agent is checked for
+what it keeps resident before its first model.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
 import paho.mqtt.client as mqtt
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion
@@ -175,6 +177,30 @@ def test_without_watchdog_usec_no_pings_are_sent(
         wait_for(lambda: notify.count("READY=1") >= 1, "READY=1")
         time.sleep(1.5)  # an absence: three would-be watchdog periods pass without a ping
         assert notify.count("WATCHDOG=1") == 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+
+
+def test_an_idle_agent_has_loaded_neither_numpy_nor_onnx_runtime(
+    mosquitto: str, notify: NotifySocket, tmp_path: Path
+) -> None:
+    """Until its first model, the agent reports and serves health without the tensor libraries:
+    on a gateway they are resident memory taken from the models (docs/benchmarks.md, idle agent)."""
+    prefix = f"notify-{uuid.uuid4().hex[:8]}/v1"
+    env = agent_env(mosquitto, prefix, tmp_path / "state", notify.path)
+    proc = subprocess.Popen(
+        [str(AGENT), "run"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_for(lambda: notify.count("READY=1") >= 1, "READY=1")
+        wait_for(lambda: notify.count("WATCHDOG=1") >= 3, "three watchdog pings", 20)
+        health = httpx.get(f"http://{env['JETFLEET_SERVE_ADDRESS']}/v2/health/live", timeout=5)
+        assert health.status_code == 200
+        maps = Path(f"/proc/{proc.pid}/maps").read_text(encoding="utf-8", errors="replace")
+        loaded = {line.split()[-1] for line in maps.splitlines() if "/" in line}
+        tensor_libraries = sorted(p for p in loaded if "/numpy" in p or "/onnxruntime" in p)
+        assert not tensor_libraries, tensor_libraries
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
