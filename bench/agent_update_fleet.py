@@ -34,9 +34,9 @@ from controller.demo.fleet import (
     Process,
     _create_admin_token,
     _spawn,
-    free_port,
     wait_for,
 )
+from controller.demo.ports import free_port
 from controller.settings import default_db_url
 from tests.agent_releases import make_release_archive, make_release_tree
 from tests.integration.agent_update.gateway import Supervisor

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.ingest_cpu import CpuMeter
 from bench.ingest_report import Measured, report
 from bench.provenance import Provenance
+from controller.demo.ports import free_port
 from controller.ingest.gc_tuning import tune_garbage_collector
 from controller.server import Controller
 from controller.settings import Settings
@@ -46,12 +47,6 @@ from shared.telemetry import ModelStats, Telemetry
 DEFAULT_PG = os.environ.get(
     "JETFLEET_TEST_PG", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_broker(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from tests.object_store import SeaweedS3, start_seaweedfs
-from tests.ports import free_port  # noqa: F401 (imported from here by the tests)
 from tests.services import (
     ServiceUnavailable,
     ensure_mosquitto,

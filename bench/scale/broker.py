@@ -38,7 +38,7 @@ from controller.broker_admin.mosquitto_config import (
     render_mosquitto_conf,
 )
 from controller.broker_admin.passwords import PasswordHash, hash_password, new_password
-from controller.demo.fleet import free_port
+from controller.demo.ports import free_port
 from shared.transport import agent_client_id
 
 MOSQUITTO_ITERATIONS = 101

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from controller.demo.fleet import free_port
+from controller.demo.ports import free_port
 from controller.settings import ROLLOUT_LEASE_TTL_ENV
 
 REPLICA_ID_ENV = "JETFLEET_REPLICA_ID"

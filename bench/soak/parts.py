@@ -22,7 +22,8 @@ import httpx
 
 from bench.soak.proxy import LinkProxy
 from controller.client.http import ControllerClient
-from controller.demo.fleet import Process, _create_admin_token, _spawn, free_port, wait_for
+from controller.demo.fleet import Process, _create_admin_token, _spawn, wait_for
+from controller.demo.ports import free_port
 from shared.topics import Topics
 
 MODEL = "classifier"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import httpx
 import numpy as np
 
 from controller.client.http import ControllerClient
+from controller.demo.ports import free_port
 from controller.settings import default_db_url
 
 DATATYPES = {"FP32": np.float32, "FP16": np.float16, "INT64": np.int64, "INT32": np.int32}
@@ -29,13 +29,6 @@ DATATYPES = {"FP32": np.float32, "FP16": np.float16, "INT64": np.int64, "INT32":
 
 class DemoError(RuntimeError):
     """The demo could not reach a state in time; the message says which and where the logs are."""
-
-
-def free_port() -> int:
-    """A TCP port the OS just handed out on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)

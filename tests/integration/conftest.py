@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
 from tests.integration.spool.mqtt_peers import MosquittoBroker
 from tests.integration.tls.tls_broker import TlsBroker
+from tests.ports import free_port
 from tests.tls_ca import TlsFiles, make_ca
 
 

@@ -27,7 +27,7 @@ from agent.service.doctor import (
 )
 from agent.settings import AgentSettings
 from shared.facts import FactSource, GpuFacts, JetsonFacts
-from tests.conftest import free_port
+from tests.ports import free_port
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
 NO_GPU = HardwareFacts(

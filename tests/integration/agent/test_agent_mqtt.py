@@ -36,9 +36,9 @@ from shared.messages import (
 from shared.telemetry import Telemetry
 from shared.topics import Channel, Topics
 from tests.agent_runner import RunningAgent
-from tests.conftest import free_port
 from tests.integration.agent.artifact_server import ArtifactServer
 from tests.integration.batching.test_dynamic_batching import dense, metric
+from tests.ports import free_port
 
 T = TypeVar("T")
 DEVICE = "gw-e2e"

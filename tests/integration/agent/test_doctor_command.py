@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import free_port
+from tests.ports import free_port
 
 AGENT = Path(sys.executable).with_name("jetfleet-agent")
 

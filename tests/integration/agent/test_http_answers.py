@@ -26,8 +26,8 @@ from controller.demo.sample_models import classifier
 from shared.delegate import DelegateConfig
 from shared.facts import DeviceFacts
 from shared.messages import ArtifactRef
-from tests.conftest import free_port
 from tests.integration.agent.artifact_server import ArtifactServer
+from tests.ports import free_port
 
 FACTS = DeviceFacts(
     hostname="h",

@@ -17,7 +17,7 @@ from agent.serving.core import ModelRegistry, ServedModel
 from agent.serving.http_server import ServingServer
 from agent.telemetry.metrics import Metrics
 from controller.demo.sample_models import anomaly, classifier
-from tests.conftest import free_port
+from tests.ports import free_port
 
 
 class Harness:

@@ -24,7 +24,7 @@ from agent.serving.shared_memory import SharedMemoryRegions
 from agent.settings import AgentSettings
 from agent.telemetry.metrics import Metrics
 from controller.demo.sample_models import classifier
-from tests.conftest import free_port
+from tests.ports import free_port
 
 IMAGE_BYTES = 1 * 3 * 32 * 32 * 4
 OUT_BYTES = 10 * 4

@@ -34,7 +34,7 @@ from agent.telemetry.loop import TelemetryLoop
 from shared.codec import decode
 from shared.supervision import EXIT_THREAD_DIED
 from shared.telemetry import Telemetry
-from tests.conftest import free_port
+from tests.ports import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 

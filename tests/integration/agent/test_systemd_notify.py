@@ -28,7 +28,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from shared.codec import decode
 from shared.messages import ReportedState
-from tests.conftest import free_port
+from tests.ports import free_port
 
 DEVICE = "gw-notify"
 AGENT = Path(sys.executable).with_name("jetfleet-agent")

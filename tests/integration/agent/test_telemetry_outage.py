@@ -16,8 +16,8 @@ from agent.daemon import AgentDaemon
 from agent.hardware.facts import probe_facts
 from agent.link.spool import SPOOL_FILE
 from agent.settings import AgentSettings
-from tests.conftest import free_port
 from tests.integration.spool.mqtt_peers import MosquittoBroker, Subscriber
+from tests.ports import free_port
 
 DEVICE = "gw-outage"
 

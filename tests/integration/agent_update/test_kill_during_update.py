@@ -17,9 +17,9 @@ import pytest
 
 from shared.messages import ArtifactRef
 from tests.agent_pause import UPDATE_MARKER
-from tests.conftest import free_port
 from tests.integration.agent.artifact_server import ArtifactServer
 from tests.integration.agent_update.gateway import FACTORY_VERSION, Gateway, order_for
+from tests.ports import free_port
 
 STEPS = ["update:download", "update:unpack", "update:switch", "update:restart", "update:confirm"]
 

@@ -16,9 +16,9 @@ import pytest
 
 from controller.demo.sample_models import classifier
 from shared.messages import ArtifactRef, ModelSlot
-from tests.conftest import free_port
 from tests.integration.agent.artifact_server import ArtifactServer
 from tests.integration.agent_update.gateway import FACTORY_VERSION, Gateway, order_for
+from tests.ports import free_port
 
 BODY = {"inputs": [{"name": "image", "shape": [1, 3, 32, 32], "datatype": "FP32",
                     "data": [0.5] * 3072}]}  # fmt: skip

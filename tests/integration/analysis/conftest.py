@@ -11,7 +11,8 @@ import httpx
 import psutil
 import pytest
 
-from controller.demo.fleet import Process, _spawn, free_port, wait_for
+from controller.demo.fleet import Process, _spawn, wait_for
+from tests.ports import free_port
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from agent.serving.batching import Batcher
 from agent.serving.core import ModelRegistry, ServedModel
 from agent.serving.http_server import ServingServer
 from agent.telemetry.metrics import Metrics
-from tests.conftest import free_port
+from tests.ports import free_port
 
 CLIENTS = 8
 

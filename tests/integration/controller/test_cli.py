@@ -16,9 +16,9 @@ from controller.server import Controller
 from shared.codec import encode
 from shared.topics import Channel, Topics
 from tests.analysis_models import mobilenet_v2_like
-from tests.conftest import free_port
 from tests.integration.controller.agent_messages import reported, telemetry
 from tests.integration.controller.conftest import MqttPeer, api_client, poll
+from tests.ports import free_port
 
 
 def one_line_error(result: Result) -> str:

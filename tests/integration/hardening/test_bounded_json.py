@@ -26,12 +26,12 @@ from agent.telemetry.metrics import Metrics
 from controller.server import Controller
 from shared.codec import MAX_JSON_DEPTH, encode
 from shared.topics import Channel, Topics
-from tests.conftest import free_port
 from tests.integration.agent.test_serving import Harness
 from tests.integration.controller.agent_messages import telemetry
 from tests.integration.controller.conftest import MqttPeer
 from tests.integration.hardening.conftest import open_controller
 from tests.integration.tls.agent_runner import poll
+from tests.ports import free_port
 
 DEEP = 5_000
 

@@ -18,12 +18,12 @@ from controller.server import Controller
 from shared.codec import encode
 from shared.messages import DesiredState
 from shared.topics import Channel, Topics
-from tests.conftest import free_port
 from tests.integration.controller.agent_messages import reported, telemetry
 from tests.integration.controller.conftest import MqttPeer
 from tests.integration.hardening.conftest import open_controller
 from tests.integration.hardening.watcher import ReportedWatcher
 from tests.integration.tls.agent_runner import RunningAgent, poll
+from tests.ports import free_port
 
 LIMIT = 4096
 

@@ -21,10 +21,10 @@ from controller.server import Controller
 from shared.codec import encode
 from shared.messages import ArtifactRef, DesiredState, ModelSlot
 from shared.topics import Channel, Topics
-from tests.conftest import free_port
 from tests.integration.hardening.conftest import open_controller
 from tests.integration.hardening.watcher import ReportedWatcher
 from tests.integration.tls.agent_runner import RunningAgent, poll
+from tests.ports import free_port
 
 SHA = "ab" * 32
 

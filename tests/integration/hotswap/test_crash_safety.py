@@ -31,8 +31,8 @@ from shared.codec import encode
 from shared.messages import ArtifactRef, DesiredState, ModelSlot
 from shared.topics import Channel, Topics
 from tests.agent_pause import SWAP_ENV, SWAP_MARKER, pythonpath
-from tests.conftest import free_port
 from tests.integration.agent.artifact_server import ArtifactServer
+from tests.ports import free_port
 
 DEVICE = "gw-crash"
 BODY = {"inputs": [{"name": "image", "shape": [1, 3, 32, 32], "datatype": "FP32",

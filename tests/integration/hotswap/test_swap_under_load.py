@@ -26,8 +26,8 @@ from agent.swap.worker import WorkerModel
 from agent.telemetry.metrics import Metrics
 from controller.analysis.reference_outputs import reference_npz
 from controller.demo.sample_models import anomaly, classifier
-from tests.conftest import free_port
 from tests.integration.trt_host.conftest import wait_until
+from tests.ports import free_port
 
 WAIT_S = 30.0
 BODY = {"inputs": [{"name": "image", "shape": [1, 3, 32, 32], "datatype": "FP32",

@@ -17,11 +17,11 @@ from controller.errors import BusError
 from controller.ingest.link import IngestLink
 from shared.topics import Channel, Topics
 from shared.transport import MqttAuth, parse_broker_url
-from tests.conftest import free_port
 from tests.integration.controller.conftest import poll
 from tests.integration.security_broker.acl_broker import AclMosquitto
 from tests.integration.spool.mqtt_peers import MosquittoBroker
 from tests.integration.tls.tls_broker import TlsBroker
+from tests.ports import free_port
 from tests.tls_ca import TlsFiles, make_ca
 
 LINK_THREAD = "jetfleet-ingest-link"

@@ -23,7 +23,6 @@ from controller.server import Controller
 from controller.settings import Settings, parse_broker_url
 from shared.topics import Channel, Topics
 from tests.agent_runner import RunningAgent
-from tests.conftest import free_port
 from tests.integration.controller.conftest import (
     admin_token,
     bearer,
@@ -32,6 +31,7 @@ from tests.integration.controller.conftest import (
     start_controller,
 )
 from tests.integration.signing.harness import active_key
+from tests.ports import free_port
 
 DEVICE = "gw-jobs"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
 from tests.object_store import SeaweedS3
+from tests.ports import free_port
 
 
 def serve(tmp_path: Path, store: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -212,6 +212,6 @@ def test_the_start_up_check_names_what_to_fix(
 
 
 def _closed_port() -> int:
-    from tests.conftest import free_port
+    from tests.ports import free_port
 
     return free_port()

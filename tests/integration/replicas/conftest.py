@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from controller.settings import ROLLOUT_LEASE_TTL_ENV
-from tests.conftest import free_port
 from tests.integration.controller.conftest import bearer, poll
+from tests.ports import free_port
 
 LEASE_TTL_S = 3.0
 """The rollout lease TTL the replicas run with (``JETFLEET_ROLLOUT_LEASE_TTL_S``)."""

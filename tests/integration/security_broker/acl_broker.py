@@ -23,8 +23,8 @@ from paho.mqtt.reasoncodes import ReasonCode
 from controller.broker_admin.acl import device_of_username
 from controller.cli.main import cli
 from shared.transport import agent_client_id
-from tests.conftest import free_port
 from tests.integration.controller.conftest import poll
+from tests.ports import free_port
 
 
 class AclMosquitto:

@@ -23,12 +23,12 @@ from controller.demo.fleet import (
     Process,
     _spawn,
     all_desired_serving,
-    free_port,
     infer,
     random_inputs,
     wait_for,
 )
 from tests.integration.security_broker.conftest import Secured
+from tests.ports import free_port
 
 pytestmark = [
     pytest.mark.e2e,

@@ -12,8 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from controller.demo.fleet import Process, _spawn, free_port, wait_for
+from controller.demo.fleet import Process, _spawn, wait_for
 from tests.integration.security_broker.conftest import Secured, serve_error
+from tests.ports import free_port
 
 ENROL = "/api/v1/enroll"
 FORGED = {"token": "jfe_nope", "device_id": "x"}

@@ -32,7 +32,7 @@ from shared.delegate import DelegateConfig
 from shared.manifests import SignedManifest
 from shared.messages import DesiredState, Event, ReportedState, SlotPhase, SlotStatus
 from shared.topics import Channel, Topics
-from tests.conftest import free_port
+from tests.ports import free_port
 
 T = TypeVar("T")
 

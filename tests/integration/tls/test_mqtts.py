@@ -25,9 +25,9 @@ from shared.codec import decode_for
 from shared.messages import Status
 from shared.topics import Channel, Topics
 from shared.transport import MqttAuth
-from tests.conftest import free_port
 from tests.integration.tls.agent_runner import RunningAgent, poll
 from tests.integration.tls.tls_broker import TlsBroker
+from tests.ports import free_port
 from tests.tls_ca import TlsFiles
 
 T = TypeVar("T")

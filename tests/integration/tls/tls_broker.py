@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.conftest import free_port
+from tests.ports import free_port
 from tests.tls_ca import TlsFiles
 
 
