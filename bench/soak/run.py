@@ -49,6 +49,7 @@ from bench.soak.parts import (
 from bench.soak.play import VERSIONS, FaultPlayer
 from bench.soak.proxy import LinkProxy
 from bench.soak.report import ProcRow, soak_line, spool_note, table, telemetry_text
+from bench.soak.rss_trace import RssTrace
 from controller.demo import sample_models
 from controller.demo.fleet import wait_for
 from tests.pg_cluster import Cluster
@@ -156,6 +157,7 @@ class Soak(FaultPlayer):
         self.deploys = 0
         self.start_stats: dict[str, tuple[int, ProcStat]] = {}
         self.start_basis: dict[str, str] = {}
+        self.rss = RssTrace(self._pids)
         self.stopping = threading.Event()
         self.t0 = 0.0
         self._note_lock = threading.Lock()
@@ -223,6 +225,10 @@ class Soak(FaultPlayer):
         else:
             take()
 
+    def _pids(self) -> dict[str, int | None]:
+        controller = self.controller.pid if self.controller else None
+        return {"controller": controller, **{a.device_id: a.pid for a in self.agents}}
+
     # ---- setup
     def setup(self) -> None:
         cfg = self.cfg
@@ -258,6 +264,7 @@ class Soak(FaultPlayer):
         self.watch.start()
         for agent in self.agents:
             agent.start()
+        self.rss.start()
         viewer = self.call("POST", "/tokens", json={"name": "soak-sims", "role": "viewer"})
         self.sims = SimGateways(self.broker.url, self.prefix, cfg.sims, viewer.json()["token"])
         self.sims.start()
@@ -342,6 +349,7 @@ class Soak(FaultPlayer):
             self.note(f"not converged: {exc}")
         time.sleep(5)  # let the last swaps' memory settle before the end figures
         self.stopping.set()
+        self.rss.stop()
         rows: list[ProcRow] = []
         assert self.controller is not None
         named: list[tuple[str, int | None, Path | None, int]] = [
@@ -360,6 +368,9 @@ class Soak(FaultPlayer):
                 row.note = f"started {starts} times; start = {basis}"
             if start and end and start[0] == end.pid:
                 row.leaks = leaks(start[1], end)
+            trend = self.rss.trend(name, pid) if pid and name != "mosquitto" else None
+            if trend:
+                self.notes.append(trend)
             rows.append(row)
         return converged_s, rows
 

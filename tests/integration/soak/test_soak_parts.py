@@ -1,14 +1,18 @@
-"""The soak bench's own parts: the seeded schedule, the counting, and the link proxy."""
+"""The soak bench's own parts: the seeded schedule, the counting, the link proxy, the RSS trace."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+import time
 
 from bench.soak import faults as F
 from bench.soak.logs import summarize
 from bench.soak.measure import Window, count_telemetry, explain_failures
 from bench.soak.parts import Request
 from bench.soak.proxy import DROP, FORWARD, LinkProxy
+from bench.soak.rss_trace import RssTrace
 
 
 def test_the_same_seed_gives_the_same_schedule_with_every_fault_kind() -> None:
@@ -92,3 +96,26 @@ def test_a_faults_log_summary_counts_warnings_and_errors_folding_numbers() -> No
         "1x WARNING controller.ingest.batch: the database is back"
     )
     assert summarize("2026-12-02 07:25:28,101 INFO a: b\n") == "no warnings or errors"
+
+
+def test_the_rss_trace_tells_memory_that_keeps_growing_from_memory_that_settled() -> None:
+    """Two real processes: one allocates 4 MiB every 0.1 s throughout, one allocates 60 MiB at
+    once and then holds it; only the first has a second half that grows."""
+    grow = "import time\nkeep=[]\nwhile True:\n keep.append(b'x'*(4<<20)); time.sleep(0.1)"
+    settle = "import time\nkeep=b'x'*(60<<20)\ntime.sleep(60)"
+    procs = {name: subprocess.Popen([sys.executable, "-c", code]) for name, code in
+             (("grows", grow), ("settles", settle))}  # fmt: skip
+    try:
+        trace = RssTrace(lambda: {n: p.pid for n, p in procs.items()}, interval_s=0.1).start()
+        time.sleep(2.5)
+        trace.stop()
+        grows = trace.trend("grows", procs["grows"].pid)
+        settles = trace.trend("settles", procs["settles"].pid)
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait(10)
+    assert grows is not None
+    assert settles is not None
+    assert float(grows.rsplit("second half ", 1)[1].split(" %")[0]) > 20
+    assert abs(float(settles.rsplit("second half ", 1)[1].split(" %")[0])) < 5
