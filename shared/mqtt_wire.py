@@ -80,12 +80,14 @@ class ProtocolError(Exception):
     """The broker sent something an MQTT 3.1.1 broker must not."""
 
 
-def _string(value: str | bytes) -> bytes:
+def mqtt_string(value: str | bytes) -> bytes:
+    """A UTF-8 string or binary data field: two-byte length, then the bytes (section 1.5.3)."""
     raw = value.encode() if isinstance(value, str) else value
     return struct.pack("!H", len(raw)) + raw
 
 
-def _remaining_length(n: int) -> bytes:
+def remaining_length(n: int) -> bytes:
+    """The fixed header's variable-length integer: 7 bits a byte, high bit "more" (2.2.3)."""
     out = bytearray()
     while True:
         byte, n = n % 128, n // 128
@@ -94,8 +96,9 @@ def _remaining_length(n: int) -> bytes:
             return bytes(out)
 
 
-def _packet(first: int, body: bytes) -> bytes:
-    return bytes((first,)) + _remaining_length(len(body)) + body
+def packet(first: int, body: bytes) -> bytes:
+    """A control packet: its first byte (type and flags), the remaining length, the body."""
+    return bytes((first,)) + remaining_length(len(body)) + body
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -144,23 +147,23 @@ def connect_packet(
             if not 1 <= receive_maximum <= 0xFFFF:
                 raise ValueError("receive maximum must be 1 to 65535")
             props += bytes((_RECEIVE_MAXIMUM,)) + struct.pack("!H", receive_maximum)
-        properties = _remaining_length(len(props)) + bytes(props)
-    payload = _string(client_id)
+        properties = remaining_length(len(props)) + bytes(props)
+    payload = mqtt_string(client_id)
     if auth.username is not None:
         flags |= 0x80
-        payload += _string(auth.username)
+        payload += mqtt_string(auth.username)
         if auth.password is not None:
             flags |= 0x40
-            payload += _string(auth.password)
-    head = _string("MQTT") + bytes((version, flags)) + struct.pack("!H", keepalive_s)
-    return _packet(0x10, head + properties + payload)
+            payload += mqtt_string(auth.password)
+    head = mqtt_string("MQTT") + bytes((version, flags)) + struct.pack("!H", keepalive_s)
+    return packet(0x10, head + properties + payload)
 
 
 def subscribe_packet(packet_id: int, filters: Sequence[str], version: int = 4) -> bytes:
     """SUBSCRIBE to every filter at QoS 1 (5.0: no properties, subscription options QoS 1)."""
     body = struct.pack("!H", packet_id) + (b"\x00" if version == 5 else b"")
-    body += b"".join(_string(f) + b"\x01" for f in filters)
-    return _packet(0x82, body)
+    body += b"".join(mqtt_string(f) + b"\x01" for f in filters)
+    return packet(0x82, body)
 
 
 def read_connack(body: bytes, version: int = 4) -> tuple[bool, str | None]:

@@ -5,22 +5,7 @@ from __future__ import annotations
 
 import struct
 
-
-def _string(raw: bytes) -> bytes:
-    return struct.pack("!H", len(raw)) + raw
-
-
-def _remaining_length(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte, n = n % 128, n // 128
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def _packet(first: int, body: bytes) -> bytes:
-    return bytes((first,)) + _remaining_length(len(body)) + body
+from shared.mqtt_wire import mqtt_string, packet
 
 
 def connect_packet(
@@ -34,14 +19,14 @@ def connect_packet(
     """CONNECT, clean session, user name and password, a retained QoS 1 Last Will."""
     flags = 0x02 | 0x04 | (1 << 3) | 0x20 | 0x80 | 0x40
     payload = (
-        _string(client_id.encode())
-        + _string(will_topic.encode())
-        + _string(will_payload)
-        + _string(username.encode())
-        + _string(password.encode())
+        mqtt_string(client_id.encode())
+        + mqtt_string(will_topic.encode())
+        + mqtt_string(will_payload)
+        + mqtt_string(username.encode())
+        + mqtt_string(password.encode())
     )
-    head = _string(b"MQTT") + bytes((4, flags)) + struct.pack("!H", keepalive_s)
-    return _packet(0x10, head + payload)
+    head = mqtt_string(b"MQTT") + bytes((4, flags)) + struct.pack("!H", keepalive_s)
+    return packet(0x10, head + payload)
 
 
 def publish_packet(
@@ -49,7 +34,7 @@ def publish_packet(
 ) -> bytes:
     """PUBLISH at QoS 1 (``packet_id`` 1..65535)."""
     first = 0x30 | (1 << 1) | (0x08 if dup else 0) | (0x01 if retain else 0)
-    return _packet(first, _string(topic.encode()) + struct.pack("!H", packet_id) + payload)
+    return packet(first, mqtt_string(topic.encode()) + struct.pack("!H", packet_id) + payload)
 
 
 def puback_id(body: bytes) -> int:
