@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -21,6 +20,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from controller.demo.stopping import stop
 from tests.ports import free_port
 from tests.services import ServiceUnavailable, ensure_seaweedfs
 
@@ -166,16 +166,7 @@ class SeaweedS3:
     def stop(self) -> None:
         if self.process is not None:
             # its graceful stop takes 15 s (filer and gateway); the test data need none of it
-            for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
-                try:
-                    os.kill(self.process.pid, sig)
-                except ProcessLookupError:
-                    break
-                try:
-                    self.process.wait(wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+            stop(self.process, 2.0)
             self.process = None
         shutil.rmtree(self.dir, ignore_errors=True)
 

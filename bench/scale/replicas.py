@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from controller.demo.ports import free_port
+from controller.demo.stopping import stop
 from controller.settings import ROLLOUT_LEASE_TTL_ENV
 
 REPLICA_ID_ENV = "JETFLEET_REPLICA_ID"
@@ -82,16 +83,7 @@ class Replica:
         """SIGTERM to its process group, SIGKILL to what is left after 20 s."""
         if self.process is None:
             return
-        for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.process.wait(wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        stop(self.process, 20.0, group=True)
 
     def holders(self) -> list[str]:
         """Lease holder names this replica logged when it took the rollout lease (all lives)."""

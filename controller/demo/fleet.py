@@ -8,7 +8,6 @@ simulated, and they say so.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import numpy as np
 
 from controller.client.http import ControllerClient
 from controller.demo.ports import free_port
+from controller.demo.stopping import stop
 from controller.settings import default_db_url
 
 DATATYPES = {"FP32": np.float32, "FP16": np.float16, "INT64": np.int64, "INT32": np.int32}
@@ -57,13 +57,7 @@ class Process:
     log: Path
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(timeout)
+        stop(self.popen, timeout, kill_wait_s=timeout)
 
     def tail(self, lines: int = 15) -> str:
         try:

@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from controller.demo.stopping import stop
 from controller.settings import ROLLOUT_LEASE_TTL_ENV
 from tests.integration.controller.conftest import bearer, poll
 from tests.ports import free_port
@@ -77,16 +78,7 @@ class Replica:
         """SIGTERM the process group, SIGKILL what is left after 15 s."""
         if self.process is None:
             return
-        for sig, wait in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.process.wait(wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        stop(self.process, 15.0, group=True)
 
     def text(self) -> str:
         return self.log.read_text(encoding="utf-8", errors="replace")
