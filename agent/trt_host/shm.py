@@ -23,6 +23,7 @@ Concurrency: a region is used by one request at a time (the agent's per-model lo
 from __future__ import annotations
 
 import contextlib
+import math
 import mmap
 import os
 import re
@@ -152,7 +153,7 @@ class Region:
         import numpy as np
 
         dtype = np.dtype(str(dtype_name))
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize  # Python ints: no overflow, no numpy call
         if offset + nbytes > self.size:
             raise RegionError(
                 f"tensor of {nbytes} bytes at {offset} is past the end of {self.name}"
@@ -175,10 +176,11 @@ def place(arrays: dict[str, np.ndarray]) -> tuple[list[dict[str, Any]], int]:
     descriptors = []
     offset = 0
     for name, array in arrays.items():
-        if array.dtype.name not in DTYPES:
-            raise RegionError(f"tensor {name!r} has dtype {array.dtype.name}, not served")
+        dtype = array.dtype.name  # a property that builds the string: read it once
+        if dtype not in DTYPES:
+            raise RegionError(f"tensor {name!r} has dtype {dtype}, not served")
         descriptors.append(
-            {"name": name, "dtype": array.dtype.name, "shape": list(array.shape), "offset": offset}
+            {"name": name, "dtype": dtype, "shape": list(array.shape), "offset": offset}
         )
         offset += -(-array.nbytes // ALIGN) * ALIGN
     return descriptors, offset

@@ -107,6 +107,7 @@ def test_regions_of_agents_that_are_gone_are_swept_and_live_ones_kept() -> None:
         {"name": "x", "dtype": "object", "shape": [1], "offset": 0},
         {"name": "x", "dtype": "float32", "shape": [1], "offset": 3},
         {"name": "x", "dtype": "float32", "shape": [-1], "offset": 0},
+        {"name": "x", "dtype": "float32", "shape": [2**32, 2**32], "offset": 0},  # int64 wraps
     ],
 )
 def test_a_descriptor_outside_its_region_or_of_a_foreign_dtype_is_refused(descriptor) -> None:
