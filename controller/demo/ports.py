@@ -41,9 +41,8 @@ def free_port(choices: range | None = None) -> int:
     ports = local_ports() if choices is None else choices
     if ports and _handed_out.issuperset(ports):
         _handed_out.difference_update(ports)  # every one handed out once: start over
-    start = _first % len(ports) if ports else 0
-    order: list[int] = [*ports[start:], *ports[:start]]
-    for port in order:
+    for i in range(len(ports)):
+        port = ports[(_first + i) % len(ports)]
         if port in _handed_out:
             continue
         _handed_out.add(port)
