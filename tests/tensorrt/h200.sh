@@ -13,6 +13,12 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export JETFLEET_FAMILY_RESULTS="$OUT/families-$TAG.jsonl"  # tests/tensorrt/test_model_families.py
 bash "$SRC/build_and_run.sh" > "$OUT/$TAG-smoke.log" 2>&1 || { tail -40 "$OUT/$TAG-smoke.log"; exit 1; }
 tail -5 "$OUT/$TAG-smoke.log"
+# Real cuBLAS/cuBLASLt (docs/development.md): CUBLAS names the zstd tar of libcublas.so.11 and
+# libcublasLt.so.11; unpacked over the stubs of the same names, after TensorRT is unpacked.
+if [ -n "${CUBLAS:-}" ]; then
+  "$SRC/zstd" -d -q --long=27 -c "$CUBLAS" | tar -x -C /tmp/trt/pkg/tensorrt || exit 1
+  ls -l /tmp/trt/pkg/tensorrt/libcublas*.so.* | tee "$OUT/$TAG-cublas.txt"
+fi
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 SITE=$(python3 -c "import site; print(site.getsitepackages()[0])")
 echo /tmp/trt/pkg > "$SITE/jetfleet-trt-h200.pth"
@@ -33,6 +39,8 @@ timeout 420 python3 -m pytest -p no:cacheprovider -o addopts="" -W ignore::pytes
 [ -n "${SKIP_BENCH:-}" ] || timeout 150 python3 -m bench.trt_host_gpu --requests ${REQUESTS:-2000} --out "$OUT" 2>&1 | tail -15
 # the same machine's CPU transport (ONNX Runtime backend), to tell the machine's IPC cost from TensorRT's
 [ -n "${SKIP_BENCH:-}" ] || timeout 100 python3 -m bench.host_overhead --requests ${REQUESTS:-2000} --out "$OUT" 2>&1 | tail -8
+# device memory and time per swap, the shared activation arena against cudaMalloc/cudaFree per swap
+[ -n "${SKIP_BENCH:-}" ] || timeout 60 python3 -m bench.cuda_arena --out "$OUT" 2>&1 | tail -6
 # Refit under NumPy 1 too (8.x matches dtypes by identity, agent/trt_host/refit.py): when .np1/
 # holds a NumPy 1 wheel for this Python, rerun the refit tests with it first on every path.
 if ls .np1/*.whl >/dev/null 2>&1; then
