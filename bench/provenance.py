@@ -17,25 +17,28 @@ ROOT = Path(__file__).resolve().parent.parent
 CODE = ("agent", "controller", "shared", "packaging", "bench")
 
 
-def revision(paths: tuple[str, ...] = CODE) -> str:
+def revision(paths: tuple[str, ...] = CODE, root: Path = ROOT) -> str:
     """``abc1234``, or ``abc1234 with uncommitted changes in agent/, ...`` where the measured
-    code differs from the commit; outside a git checkout, ``abc1234 (archive)`` from a
-    ``.revision`` file at the top (``git rev-parse --short HEAD > SNAPSHOT/.revision`` next to
-    ``git archive``), else ``unknown``."""
+    code differs from the commit; where ``root`` is not the top of a git checkout,
+    ``abc1234 (archive)`` from a ``.revision`` file at the top (``git rev-parse --short HEAD >
+    SNAPSHOT/.revision`` next to ``git archive``), else ``unknown``. An archive unpacked inside
+    another checkout (the GPU host's copy of a working tree) still counts as an archive: that
+    checkout's commit is not the code that ran."""
 
     def git(*args: str) -> str:
         try:
             done = subprocess.run(
-                ["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True
+                ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
             )
         except (OSError, subprocess.CalledProcessError):
             return ""
         return done.stdout.strip()
 
-    head = git("rev-parse", "--short", "HEAD")
-    if not head:  # a `git archive` copy (the GPU host's): the commit written beside it, if any
-        stamp = ROOT / ".revision"
+    top = git("rev-parse", "--show-toplevel")
+    if not top or Path(top).resolve() != root.resolve():
+        stamp = root / ".revision"
         return f"{stamp.read_text().strip()} (archive)" if stamp.is_file() else "unknown"
+    head = git("rev-parse", "--short", "HEAD")
     # results are what runs write, not code they measure
     scope = ("--", *paths, ":!bench/results")
     changed = git("diff", "--name-only", "HEAD", *scope).splitlines()
