@@ -13,12 +13,13 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export JETFLEET_FAMILY_RESULTS="$OUT/families-$TAG.jsonl"  # tests/tensorrt/test_model_families.py
 bash "$SRC/build_and_run.sh" > "$OUT/$TAG-smoke.log" 2>&1 || { tail -40 "$OUT/$TAG-smoke.log"; exit 1; }
 tail -5 "$OUT/$TAG-smoke.log"
-# Real cuBLAS/cuBLASLt (docs/development.md): CUBLAS names the zstd tar of libcublas.so.11 and
-# libcublasLt.so.11; unpacked over the stubs of the same names, after TensorRT is unpacked.
-if [ -n "${CUBLAS:-}" ]; then
-  "$SRC/zstd" -d -q --long=27 -c "$CUBLAS" | tar -x -C /tmp/trt/pkg/tensorrt || exit 1
-  ls -l /tmp/trt/pkg/tensorrt/libcublas*.so.* | tee "$OUT/$TAG-cublas.txt"
-fi
+# NVIDIA's real cuBLAS/cuBLASLt and cuDNN, as a JetPack has them (docs/development.md): NVLIBS
+# names zstd tars of their .so files (libcublas.so.11, libcublasLt.so.11; libcudnn.so.8 and its
+# *_infer parts), unpacked over the stubs of the same names once TensorRT is unpacked.
+for tarball in ${NVLIBS:-}; do
+  "$SRC/zstd" -d -q --long=27 -c "$tarball" | tar -x -C /tmp/trt/pkg/tensorrt || exit 1
+done
+[ -z "${NVLIBS:-}" ] || ls -l /tmp/trt/pkg/tensorrt/libcu*.so.* | tee "$OUT/$TAG-nvlibs.txt"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 SITE=$(python3 -c "import site; print(site.getsitepackages()[0])")
 echo /tmp/trt/pkg > "$SITE/jetfleet-trt-h200.pth"
