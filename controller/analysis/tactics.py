@@ -36,7 +36,7 @@ RULES: tuple[TacticRule, ...] = (
     TacticRule(
         trt_version="8.5",
         ops=RECURRENT_OPS,
-        needs_one_of=frozenset({"CUBLAS", "CUBLAS_LT"}),
+        needs_one_of=frozenset({"CUBLAS", "CUBLAS_LT", "CUDNN"}),
         words="Could not find any implementation for node {ForeignNode[...LoopOutput]}",
     ),
 )

@@ -170,15 +170,22 @@ def test_the_family_serves_on_tensorrt_or_falls_back_and_matches_the_reference(
     record(family, served, predicted(family), NO_LIBRARIES)
 
 
-SWITCHABLE = ("CUBLAS", "CUBLAS_LT")
-"""The sources the recurrent rule is about; every subset of them is turned off in turn."""
+SWITCHABLE = ("CUBLAS", "CUBLAS_LT", "CUDNN")
+"""The sources the recurrent rule is about; the telling subsets of them are turned off in turn."""
 
 
 @pytest.mark.parametrize(
     ("op", "off"),
     [
         (op, off)
-        for off in [(), SWITCHABLE, ("CUBLAS",), ("CUBLAS_LT",)]  # the telling ones first
+        for off in [
+            (),
+            SWITCHABLE,
+            ("CUBLAS", "CUBLAS_LT"),
+            ("CUDNN",),
+            ("CUBLAS", "CUDNN"),
+            ("CUBLAS_LT", "CUDNN"),
+        ]
         for op in sorted(RECURRENT_GATES)
     ],
     ids=lambda value: value if isinstance(value, str) else "+".join(value) or "none",
