@@ -73,13 +73,7 @@ def predict_now(lines: list[dict[str, Any]]) -> None:
         if model is None:
             continue
         release = ".".join(str(line["tensorrt"]).split(".")[:2])
-        report = analyze(
-            model.data,
-            release,
-            use_tensorrt=False,
-            input_shapes=model.shapes,
-            disabled_tactic_sources=sources_off(line),
-        )
+        report = analyze(model.data, release, use_tensorrt=False, input_shapes=model.shapes)
         if report.prediction is not None:
             line["predicted"] = words[report.prediction.tensorrt]
 
@@ -123,7 +117,8 @@ def _off(line: dict[str, Any]) -> str:
 
 def tactic_table(release: str, lines: Sequence[dict[str, Any]]) -> str:
     """Each recurrent operator under each set of disabled tactic sources the run tried, with
-    the analyzer's prediction for that set; empty when the run tried none."""
+    the analyzer's prediction (which no tactic source changes); empty when the run tried
+    none."""
     mine = [ln for ln in lines if ln["tensorrt"] == release and ln["model"] in RECURRENT]
     if not mine:
         return ""

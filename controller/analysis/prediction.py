@@ -38,7 +38,7 @@ class PredictionReport(_Model):
     line: str = Field(description="'tensorrt: builds' or 'tensorrt: falls back to ONNX Runtime'.")
     refused: int = Field(
         description="Top-level nodes the parser refuses (one holding or calling a refused node "
-        "counts), plus nodes the builder cannot build with the config's tactic sources."
+        "counts)."
     )
     reasons: list[str] = Field(
         description="The first refusals, 'node: reason', in TensorRT's words where known."
@@ -77,16 +77,11 @@ def nested_reports(support: ModelSupport) -> list[NestedNodeReport]:
     ]
 
 
-def predict(
-    graph: Graph, support: ModelSupport, build_refusals: Sequence[str] = ()
-) -> PredictionReport:
-    """Builds or falls back, with the first refusals and the notes. ``build_refusals``: the
-    builder's, ``node: reason``, for what the parser takes but the config's tactic sources
-    cannot build (:func:`controller.analysis.tactics.tactic_refusals`)."""
+def predict(graph: Graph, support: ModelSupport) -> PredictionReport:
+    """Builds or falls back, with the first refusals and the notes."""
     refused = [s for s in support.nodes if not s.supported]
     reasons = [_reason(graph.nodes[s.index].name, s.reason or "") for s in refused]
-    reasons += list(build_refusals)
-    count = len(refused) + len(build_refusals)
+    count = len(refused)
     if len(reasons) > MAX_REASONS:
         reasons = [*reasons[:MAX_REASONS], f"... and {count - MAX_REASONS} more refused node(s)"]
     labelled = [

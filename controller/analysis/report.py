@@ -7,7 +7,7 @@ what ``jetfleet models analyze --json`` prints, and what the dashboard reads.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,7 +24,6 @@ from controller.analysis.prediction import (
     predict,
 )
 from controller.analysis.support import model_support
-from controller.analysis.tactics import tactic_refusals
 from controller.analysis.verdict import Thresholds, decide, top_unsupported
 
 REPORT_VERSION = 2
@@ -157,7 +156,6 @@ def analyze(
     thresholds: Thresholds | None = None,
     use_tensorrt: bool = True,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
-    disabled_tactic_sources: Collection[str] = (),
 ) -> AnalysisReport:
     """Analyse ``onnx_bytes`` for the TensorRT ONNX parser ``trt_version`` (8.5, 8.6 or 10.1).
 
@@ -168,8 +166,6 @@ def analyze(
     Raises ``controller.errors.InvalidModel`` for bytes that are not ONNX and ValueError for an
     unknown ``trt_version``. With ``use_tensorrt`` and an importable TensorRT of the same version
     family, the parser's own verdict is attached and disagreements are listed.
-    ``disabled_tactic_sources`` (a delegate config's) adds the builder refusals they cause to
-    the prediction (:mod:`controller.analysis.tactics`); the stored analysis has every source on.
     """
     if trt_version not in TRT_VERSIONS:
         raise ValueError(
@@ -182,7 +178,6 @@ def analyze(
         trt_version,
         thresholds,
         use_tensorrt=use_tensorrt,
-        disabled_tactic_sources=disabled_tactic_sources,
     )
 
 
@@ -209,7 +204,6 @@ def _analyze_graph(
     thresholds: Thresholds | None,
     *,
     use_tensorrt: bool,
-    disabled_tactic_sources: Collection[str] = (),
 ) -> AnalysisReport:
     checked = model_support(graph, load_ops_table(), trt_version)
     support = checked.nodes
@@ -321,11 +315,7 @@ def _analyze_graph(
         if use_tensorrt
         else TensorRTReport(checked=False, note="TensorRT check not requested"),
         warnings=warnings,
-        prediction=predict(
-            graph,
-            checked,
-            tactic_refusals(graph, checked, trt_version, disabled_tactic_sources),
-        ),
+        prediction=predict(graph, checked),
         subgraph_nodes=nested_reports(checked),
     )
 

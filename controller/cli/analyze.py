@@ -4,7 +4,6 @@ whether the agent's TensorRT build of it will build or fall back to ONNX Runtime
 from __future__ import annotations
 
 from pathlib import Path
-from typing import get_args
 
 import click
 
@@ -16,7 +15,6 @@ from controller.cli.fetch import fetch_model_bytes
 from controller.cli.render import emit_json, table
 from controller.client.http import DEFAULT_URL, ApiError
 from controller.errors import InvalidModel
-from shared.delegate import TacticSource
 
 BAR_WIDTH = 20
 
@@ -157,14 +155,6 @@ def prediction_lines(prediction: PredictionReport | None) -> list[str]:
     help="TensorRT ONNX parser version to check against; auto = the installed one, else 10.1. "
     "Repeat it for several releases (--json then prints one report per release, by version).",
 )
-@click.option(
-    "--disable-tactic-source",
-    "disabled",
-    type=click.Choice(get_args(TacticSource)),
-    multiple=True,
-    help="A tactic source the device's delegate config turns off (disabled_tactic_sources); "
-    "repeat it. The prediction then counts what the builder cannot build without it.",
-)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON for scripts.")
 @click.option(
     "--url",
@@ -173,15 +163,13 @@ def prediction_lines(prediction: PredictionReport | None) -> list[str]:
     show_default=True,
     help="Controller URL for NAME:VERSION (env JETFLEET_URL).",
 )
-def analyze(
-    ref: str, trt: tuple[str, ...], disabled: tuple[str, ...], as_json: bool, url: str
-) -> None:
+def analyze(ref: str, trt: tuple[str, ...], as_json: bool, url: str) -> None:
     """How much of an ONNX model (a file, or a pushed NAME:VERSION) TensorRT can take, and
     whether the agent's TensorRT build of it builds or falls back to ONNX Runtime."""
     source, data = _load(ref, url)
     versions = list(dict.fromkeys(resolve_trt_version(v) for v in trt))
     try:
-        reports = {v: run_analysis(data, v, disabled_tactic_sources=disabled) for v in versions}
+        reports = {v: run_analysis(data, v) for v in versions}
     except InvalidModel as exc:
         raise click.ClickException(f"{source}: {exc}") from exc
     if as_json:

@@ -3,10 +3,11 @@
 A device whose runtime is TensorRT (its config says ``tensorrt``, or ``auto`` and TensorRT is
 installed) builds one engine from the whole graph: an operator its TensorRT ONNX parser does not
 support fails the build, there is no CPU fallback. The static analysis run after the push says, per
-parser version, whether the model delegates fully. A config's disabled tactic sources can still
-leave the builder no kernel for an operator the parser takes (``controller.analysis.tactics``),
-which the stored analysis (every source on) does not say: that is warned about too. Pure: facts,
-config and analysis in, one sentence out.
+parser version, whether the model delegates fully. A config's disabled tactic sources do not
+change that: on real TensorRT 8.5.2 and 8.6.0 with NVIDIA's cuBLAS and cuDNN present, recurrent
+operators (the one case once suspected) build with every combination of CUBLAS, CUBLAS_LT and
+CUDNN off (``tests/tensorrt/test_model_families.py``). Pure: facts, config and analysis in, one
+sentence out.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from controller.analysis.tactics import refused_ops
 from shared.delegate import DelegateConfig
 from shared.facts import DeviceFacts
 
@@ -64,36 +64,9 @@ def delegation_warning(
         return None
     verdict = analysis[family]["verdict"]
     if verdict["kind"] == "full":
-        return tactic_warning(device_id, trt_version, family, delegate, analysis[family], model_ref)
+        return None
     return (
         f"{device_id}: TensorRT {trt_version} cannot run all of {model_ref} ({verdict['line']}) "
         f"and runtime '{delegate.runtime}' has no CPU fallback: the build will fail there; "
         "use a config with runtime onnxruntime (TensorRT execution provider) or fix the model"
-    )
-
-
-def tactic_warning(
-    device_id: str,
-    trt_version: str | None,
-    family: str,
-    delegate: DelegateConfig,
-    report: Mapping[str, Any],
-    model_ref: str,
-) -> str | None:
-    """A warning when the config's disabled tactic sources leave TensorRT ``family`` no way to
-    build an operator of the model (the stored analysis has every source on)."""
-    ops = {row["op_type"] for row in report.get("histogram", [])}
-    ops |= {row["op_type"] for row in report.get("subgraph_nodes", [])}
-    refused = refused_ops(family, delegate.disabled_tactic_sources, ops)
-    if not refused:
-        return None
-    then = (
-        "the build will fail there (fallback none)"
-        if delegate.fallback == "none"
-        else "the slot will serve it on ONNX Runtime"
-    )
-    return (
-        f"{device_id}: TensorRT {trt_version} cannot build {model_ref} with this config's "
-        f"disabled_tactic_sources ({'; '.join(refused.values())}): {then}; turn a cuBLAS "
-        "source back on for TensorRT"
     )

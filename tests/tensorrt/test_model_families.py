@@ -94,17 +94,10 @@ def serve_on_tensorrt(
     return seconds
 
 
-def predicted(family: FamilyModel, disabled: tuple[str, ...] = NO_LIBRARIES) -> str:
-    """What ``jetfleet models analyze --trt`` at this release predicts for a config that turns
-    ``disabled`` off (``--disable-tactic-source``), in the outcome's words."""
+def predicted(family: FamilyModel) -> str:
+    """What ``jetfleet models analyze --trt`` at this release predicts, in the outcome's words."""
     release = ".".join(RELEASE.split(".")[:2])
-    report = analyze(
-        family.data,
-        release,
-        use_tensorrt=False,
-        input_shapes=family.shapes,
-        disabled_tactic_sources=disabled,
-    )
+    report = analyze(family.data, release, use_tensorrt=False, input_shapes=family.shapes)
     assert report.prediction is not None
     return {"builds": "built", "falls_back": "fell_back"}[report.prediction.tensorrt]
 
@@ -171,7 +164,15 @@ def test_the_family_serves_on_tensorrt_or_falls_back_and_matches_the_reference(
 
 
 SWITCHABLE = ("CUBLAS", "CUBLAS_LT", "CUDNN")
-"""The sources the recurrent rule is about; the telling subsets of them are turned off in turn."""
+"""The tactic sources a memory-tight config may turn off; the telling subsets are tried in turn."""
+
+CUBLAS_BUILDS_LOOPS = ("8.5",)
+"""Releases whose builder needs NVIDIA's cuBLAS and cuDNN libraries loaded to build a recurrent
+loop, whatever tactic sources are off. Seen on 8.5.2 (2026-12-07, H100, in
+``bench/results/gpu-host/``): with stub libraries, "Could not find any implementation for node
+{ForeignNode[...LoopOutput]}"; with real cuBLAS and a stub cuDNN, "SymbolAddress for
+cudnnActivationForward could not be loaded"; with both real, built under every subset below. 8.6.0
+builds the loops with stubs. Every JetPack installs both libraries."""
 
 
 @pytest.mark.parametrize(
@@ -190,18 +191,27 @@ SWITCHABLE = ("CUBLAS", "CUBLAS_LT", "CUDNN")
     ],
     ids=lambda value: value if isinstance(value, str) else "+".join(value) or "none",
 )
-def test_a_recurrent_op_builds_or_falls_back_as_the_analyzer_predicts_for_the_tactic_sources(
+def test_a_recurrent_op_builds_whatever_tactic_sources_the_config_turns_off(
     tmp_path: Path, op: str, off: tuple[str, ...]
 ) -> None:
-    """``jetfleet models analyze --disable-tactic-source`` is right for each set of disabled
-    sources (:mod:`controller.analysis.tactics`): a source the host's libraries cannot back
-    stays off in every build, so a set that needs it on is skipped, with that reason."""
-    needed_on = [name for name in NO_LIBRARIES if name in SWITCHABLE and name not in off]
+    """``jetfleet models analyze`` predicts the build from the operators alone, and rollouts warn
+    about no tactic source (:mod:`controller.rollouts.delegation`): the builder must then take
+    each recurrent operator under each set of disabled sources. A source the host's libraries
+    cannot back stays off in every build, so a set that needs it on is skipped, with that
+    reason."""
+    needed_on = [name for name in NO_LIBRARIES if name not in off]
     if needed_on:
         pytest.skip(f"this host has no usable library for {needed_on}: it cannot turn them on")
+    release = ".".join(RELEASE.split(".")[:2])
+    if release in CUBLAS_BUILDS_LOOPS and NO_LIBRARIES:
+        pytest.skip(
+            f"TensorRT {release} builds recurrent loops with cuBLAS and cuDNN loaded, and this "
+            f"host has stubs for {list(NO_LIBRARIES)} (a JetPack has both)"
+        )
     disabled = tuple(sorted(set(off) | set(NO_LIBRARIES)))
     family = recurrent(op)
     outcome, reason, seconds = serve_or_fall_back(tmp_path, family, config_for(family, disabled))
-    expected = predicted(family, disabled)
+    expected = predicted(family)
     record(family, (outcome, reason, seconds), expected, disabled)
-    assert outcome == expected, f"{op} with {disabled} off: {outcome} ({reason})"
+    assert expected == "built", f"the analyzer refuses {op}, which TensorRT takes"
+    assert outcome == "built", f"{op} with {disabled} off: {outcome} ({reason})"
