@@ -14,10 +14,18 @@ export JETFLEET_FAMILY_RESULTS="$OUT/families-$TAG.jsonl"  # tests/tensorrt/test
 bash "$SRC/build_and_run.sh" > "$OUT/$TAG-smoke.log" 2>&1 || { tail -40 "$OUT/$TAG-smoke.log"; exit 1; }
 tail -5 "$OUT/$TAG-smoke.log"
 # NVIDIA's real cuBLAS/cuBLASLt and cuDNN, as a JetPack has them (docs/development.md): NVLIBS
-# names zstd tars of their .so files (libcublas.so.11, libcublasLt.so.11; libcudnn.so.8 and its
-# *_infer parts), unpacked over the stubs of the same names once TensorRT is unpacked.
-for tarball in ${NVLIBS:-}; do
-  "$SRC/zstd" -d -q --long=27 -c "$tarball" | tar -x -C /tmp/trt/pkg/tensorrt || exit 1
+# names what tests/tensorrt/pack_nvlibs.sh made, each a folder of parts (checked against the
+# DIR.sha256 beside it) or a whole zstd tar, unpacked over the stubs of the same names once
+# TensorRT is unpacked.
+for lib in ${NVLIBS:-}; do
+  if [ -d "$lib" ]; then
+    cat "$lib"/part* > "$lib.tar.zst" || exit 1
+    if [ -f "$lib.sha256" ]; then
+      echo "$(cat "$lib.sha256")  $lib.tar.zst" | sha256sum -c --quiet || exit 1
+    fi
+    lib=$lib.tar.zst
+  fi
+  "$SRC/zstd" -d -q --long=27 -c "$lib" | tar -x -C /tmp/trt/pkg/tensorrt || exit 1
 done
 [ -z "${NVLIBS:-}" ] || ls -l /tmp/trt/pkg/tensorrt/libcu*.so.* | tee "$OUT/$TAG-nvlibs.txt"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
